@@ -1,0 +1,1 @@
+"""dcnlab.topo"""

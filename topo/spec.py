@@ -1,0 +1,513 @@
+"""Topology spec strings and the topology model they produce.
+
+One parser serves the CLI, the tests and the benchmarks.  A spec string is
+``FAMILY[:ARG,ARG,...]`` where positional arguments are integers and ``key=value``
+arguments set link parameters for every link (family defaults otherwise)::
+
+    fattree:4                      k=4 fat-tree (20 switches, 16 hosts)
+    spineleaf:4,4,20               4 spines, 4 leaves, 20 hosts per leaf
+    threelayer[:P,R,H,S]           Altoona-like: P pods, R racks/pod, H hosts/rack,
+                                   4 planes with S spines each (4 disjoint paths)
+    incast:N                       N senders + 1 receiver on one switch
+    dumbbell[:N[,U]]               N TCP clients in two delay groups + U UDP clients
+    twopath                        a client with two disjoint paths to a server
+    fattree:4,rate=10M,delay=25us,buffer=100,ecn=20
+
+The model is plain data: switches (with a datapath id, a tier and a pod), hosts
+(one or more interfaces, each with an address and an attachment port) and links
+with their parameters.  Addresses are hierarchical, ``10.<pod>.<edge>.<host>``, so
+the rule compiler can aggregate destinations by edge switch (/24) and pod (/16).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterator
+
+
+class SpecError(ValueError):
+    """A topology spec string that cannot be parsed; the message lists valid forms."""
+
+
+VALID_FORMS = (
+    "fattree:K (K even, 2..64)",
+    "spineleaf:S,L,H (spines, leaves, hosts per leaf)",
+    "threelayer[:P,R,H,S] (pods, racks per pod, hosts per rack, spines per plane)",
+    "incast:N (N senders and one receiver on one switch)",
+    "dumbbell[:N[,U]] (N TCP clients in two delay groups, U UDP clients)",
+    "twopath (client with two disjoint paths to a server)",
+    "link options after the arguments: rate=10M, delay=25us, jitter=1ms, "
+    "buffer=100 (packets) or buffer=64KB, ecn=20 (packets)",
+)
+
+
+@dataclass(frozen=True)
+class LinkParams:
+    """Emulated link properties.  ``None`` means "not emulated" (unshaped, unbounded)."""
+
+    rate_mbit: float | None = None
+    delay_us: int = 0
+    jitter_us: int = 0
+    buffer_pkts: int | None = None
+    buffer_bytes: int | None = None
+    ecn_threshold_pkts: int | None = None
+
+    def needs_emulation(self) -> bool:
+        """True when a parameter needs switch-side emulation (netem is not available)."""
+        return bool(
+            self.delay_us
+            or self.jitter_us
+            or self.buffer_pkts is not None
+            or self.buffer_bytes is not None
+            or self.ecn_threshold_pkts is not None
+        )
+
+
+@dataclass(frozen=True)
+class SwitchSpec:
+    name: str
+    dpid: int
+    tier: str  # edge / agg / core, leaf / spine, rack / fabric, ...
+    pod: int | None = None
+    index: int = 0  # position within its tier (and pod), used for addressing
+
+
+@dataclass(frozen=True)
+class Interface:
+    """One host interface: its address and where it attaches to the fabric."""
+
+    ip: str
+    mac: str
+    switch: str
+    port: int  # switch port number
+    prefixlen: int = 8  # every host is on-link; the controller answers ARP
+
+    @property
+    def ip_int(self) -> int:
+        return int(ipaddress.IPv4Address(self.ip))
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    name: str
+    interfaces: tuple[Interface, ...]
+    role: str = ""  # free text used by families: "sender", "receiver", "udp", ...
+    group: str = ""  # delay group (dumbbell) or path class
+
+    @property
+    def ip(self) -> str:
+        return self.interfaces[0].ip
+
+    @property
+    def mac(self) -> str:
+        return self.interfaces[0].mac
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """A link between two nodes.  Host ends use the interface index as port."""
+
+    a: str
+    a_port: int
+    b: str
+    b_port: int
+    params: LinkParams = field(default_factory=LinkParams)
+
+
+@dataclass
+class TopologySpec:
+    spec: str  # canonical spec string
+    family: str
+    switches: list[SwitchSpec]
+    hosts: list[HostSpec]
+    links: list[LinkSpec]
+    default_params: LinkParams
+
+    def switch(self, name: str) -> SwitchSpec:
+        return self._switch_index()[name]
+
+    def host(self, name: str) -> HostSpec:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(name)
+
+    def _switch_index(self) -> dict[str, SwitchSpec]:
+        return {s.name: s for s in self.switches}
+
+    def is_switch(self, name: str) -> bool:
+        return name in self._switch_index()
+
+    def fabric_links(self) -> Iterator[LinkSpec]:
+        """Switch-to-switch links."""
+        names = self._switch_index()
+        return (lk for lk in self.links if lk.a in names and lk.b in names)
+
+    def host_links(self) -> Iterator[LinkSpec]:
+        names = self._switch_index()
+        return (lk for lk in self.links if (lk.a in names) != (lk.b in names))
+
+    def needs_emulation(self) -> bool:
+        return any(lk.params.needs_emulation() for lk in self.links)
+
+    def to_dict(self) -> dict:
+        """JSON-ready form handed to the controller app (DCNLAB_TOPOLOGY)."""
+        return {
+            "spec": self.spec,
+            "family": self.family,
+            "switches": [vars(s) for s in self.switches],
+            "hosts": [
+                {
+                    "name": h.name,
+                    "role": h.role,
+                    "group": h.group,
+                    "interfaces": [vars(i) for i in h.interfaces],
+                }
+                for h in self.hosts
+            ],
+            "links": [
+                {"a": lk.a, "a_port": lk.a_port, "b": lk.b, "b_port": lk.b_port,
+                 "params": vars(lk.params)}
+                for lk in self.links
+            ],
+            "default_params": vars(self.default_params),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TopologySpec:
+        return cls(
+            spec=data["spec"],
+            family=data["family"],
+            switches=[SwitchSpec(**s) for s in data["switches"]],
+            hosts=[
+                HostSpec(
+                    name=h["name"],
+                    role=h.get("role", ""),
+                    group=h.get("group", ""),
+                    interfaces=tuple(Interface(**i) for i in h["interfaces"]),
+                )
+                for h in data["hosts"]
+            ],
+            links=[
+                LinkSpec(lk["a"], lk["a_port"], lk["b"], lk["b_port"], LinkParams(**lk["params"]))
+                for lk in data["links"]
+            ],
+            default_params=LinkParams(**data["default_params"]),
+        )
+
+
+# ---------------------------------------------------------------------------
+# Building blocks
+
+
+def host_mac(ip: str) -> str:
+    """Locally administered MAC derived from the IPv4 address: 02:00:a.b.c.d."""
+    octets = ipaddress.IPv4Address(ip).packed
+    return "02:00:" + ":".join(f"{o:02x}" for o in octets)
+
+
+def host_ip(pod: int, edge: int, host: int) -> str:
+    for value, what, hi in ((pod, "pod", 255), (edge, "edge", 255), (host, "host", 254)):
+        if not 0 <= value <= hi:
+            raise SpecError(f"addressing overflow: {what} index {value} > {hi}")
+    return f"10.{pod}.{edge}.{host}"
+
+
+class _Builder:
+    """Accumulates switches, hosts and links with per-switch port numbering."""
+
+    def __init__(self, params: LinkParams) -> None:
+        self.params = params
+        self.switches: list[SwitchSpec] = []
+        self.hosts: list[HostSpec] = []
+        self.links: list[LinkSpec] = []
+        self._next_port: dict[str, int] = {}
+
+    def switch(self, tier: str, pod: int | None = None, index: int = 0) -> str:
+        dpid = len(self.switches) + 1
+        name = f"s{dpid}"
+        self.switches.append(SwitchSpec(name, dpid, tier, pod, index))
+        self._next_port[name] = 1
+        return name
+
+    def _port(self, switch: str) -> int:
+        port = self._next_port[switch]
+        self._next_port[switch] = port + 1
+        return port
+
+    def link(self, a: str, b: str, params: LinkParams | None = None) -> None:
+        self.links.append(LinkSpec(a, self._port(a), b, self._port(b), params or self.params))
+
+    def host(
+        self,
+        attachments: list[tuple[str, str]],
+        role: str = "",
+        group: str = "",
+        params: LinkParams | None = None,
+    ) -> str:
+        """Add a host with one interface per (switch, ip) attachment."""
+        name = f"h{len(self.hosts) + 1}"
+        interfaces = []
+        for index, (switch, ip) in enumerate(attachments):
+            port = self._port(switch)
+            interfaces.append(Interface(ip, host_mac(ip), switch, port))
+            self.links.append(LinkSpec(name, index, switch, port, params or self.params))
+        self.hosts.append(HostSpec(name, tuple(interfaces), role, group))
+        return name
+
+
+# ---------------------------------------------------------------------------
+# Families
+
+
+def _fattree(args: list[int], params: LinkParams) -> _Builder:
+    _expect(args, 1, 1, "fattree:K")
+    (k,) = args
+    if k < 2 or k % 2 or k > 64:
+        raise SpecError(f"fattree:K needs an even K between 2 and 64, got {k}")
+    half = k // 2
+    b = _Builder(params)
+    cores = [b.switch("core", None, i) for i in range(half * half)]
+    for pod in range(k):
+        aggs = [b.switch("agg", pod, i) for i in range(half)]
+        edges = [b.switch("edge", pod, i) for i in range(half)]
+        for edge in edges:
+            for agg in aggs:
+                b.link(edge, agg)
+        for i, agg in enumerate(aggs):
+            for j in range(half):
+                b.link(agg, cores[i * half + j])
+        for e, edge in enumerate(edges):
+            for h in range(half):
+                b.host([(edge, host_ip(pod, e, h + 1))])
+    return b
+
+
+def _spineleaf(args: list[int], params: LinkParams) -> _Builder:
+    _expect(args, 3, 3, "spineleaf:S,L,H")
+    spines_n, leaves_n, hosts_n = args
+    if min(args) < 1:
+        raise SpecError(f"spineleaf:S,L,H needs positive numbers, got {args}")
+    b = _Builder(params)
+    spines = [b.switch("spine", None, i) for i in range(spines_n)]
+    leaves = [b.switch("leaf", 0, i) for i in range(leaves_n)]
+    for leaf in leaves:
+        for spine in spines:
+            b.link(leaf, spine)
+    for li, leaf in enumerate(leaves):
+        for h in range(hosts_n):
+            b.host([(leaf, host_ip(0, li, h + 1))])
+    return b
+
+
+PLANES = 4
+
+
+def _threelayer(args: list[int], params: LinkParams) -> _Builder:
+    _expect(args, 0, 4, "threelayer[:P,R,H,S]")
+    pods, racks, hosts_n, spines_per_plane = (args + [2, 2, 2, 1][len(args):])[:4]
+    if min(pods, racks, hosts_n, spines_per_plane) < 1:
+        raise SpecError(f"threelayer:P,R,H,S needs positive numbers, got {args}")
+    b = _Builder(params)
+    spines = [[b.switch("spine", None, p * spines_per_plane + i)
+               for i in range(spines_per_plane)] for p in range(PLANES)]
+    for pod in range(pods):
+        fabric = [b.switch("fabric", pod, p) for p in range(PLANES)]
+        rack_sw = [b.switch("rack", pod, r) for r in range(racks)]
+        for rack in rack_sw:
+            for fsw in fabric:
+                b.link(rack, fsw)
+        for p, fsw in enumerate(fabric):
+            for spine in spines[p]:
+                b.link(fsw, spine)
+        for r, rack in enumerate(rack_sw):
+            for h in range(hosts_n):
+                b.host([(rack, host_ip(pod, r, h + 1))])
+    return b
+
+
+def _incast(args: list[int], params: LinkParams) -> _Builder:
+    _expect(args, 1, 1, "incast:N")
+    (n,) = args
+    if not 1 <= n <= 253:
+        raise SpecError(f"incast:N needs 1 <= N <= 253 senders, got {n}")
+    b = _Builder(params)
+    sw = b.switch("edge", 0, 0)
+    b.host([(sw, host_ip(0, 0, 1))], role="receiver")
+    for i in range(n):
+        b.host([(sw, host_ip(0, 0, i + 2))], role="sender")
+    return b
+
+
+def _dumbbell(args: list[int], params: LinkParams) -> _Builder:
+    """Seed 004: two client groups with different access delays share a bottleneck.
+
+    Group A access delays spread over 2-6 ms, group B over 10-16 ms; the core link
+    has 1 ms delay.  UDP clients sit in group A's access switch.
+    """
+    _expect(args, 0, 2, "dumbbell[:N[,U]]")
+    clients, udp = (args + [4, 2][len(args):])[:2]
+    if clients < 2 or clients > 200 or udp < 0 or udp > 50:
+        raise SpecError(f"dumbbell:N,U needs 2 <= N <= 200 and 0 <= U <= 50, got {args}")
+    b = _Builder(params)
+    left = b.switch("edge", 0, 0)
+    right = b.switch("edge", 1, 0)
+    b.link(left, right, replace(params, delay_us=params.delay_us or 1000))
+    group_a = clients // 2
+    for i in range(clients):
+        group, lo, hi, idx, n = (
+            ("A", 2000, 6000, i, group_a) if i < group_a else ("B", 10000, 16000, i - group_a,
+                                                               clients - group_a)
+        )
+        delay = lo + (hi - lo) * idx // max(1, n - 1)
+        b.host([(left, host_ip(0, 0, i + 1))], role="client", group=group,
+               params=replace(params, delay_us=delay))
+    for i in range(udp):
+        b.host([(left, host_ip(0, 0, clients + i + 1))], role="udp", group="A",
+               params=replace(params, delay_us=2000))
+    b.host([(right, host_ip(1, 0, 1))], role="server")
+    return b
+
+
+def _twopath(args: list[int], params: LinkParams) -> _Builder:
+    """Seed 003 scaled by 1/10 in rate: a fast low-RTT path and a slow high-RTT one.
+
+    RTT 20 ms +-15 ms over 50 Mbit/s and 200 ms +-150 ms over 15 Mbit/s; the delay
+    sits on the client's access links (one way = RTT / 2).
+    """
+    _expect(args, 0, 0, "twopath")
+    b = _Builder(params)
+    p1 = b.switch("path", 0, 0)
+    p2 = b.switch("path", 1, 0)
+    srv = b.switch("edge", 2, 0)
+    b.link(p1, srv)
+    b.link(p2, srv)
+    fast = replace(params, rate_mbit=params.rate_mbit or 50.0, delay_us=10000, jitter_us=7500)
+    slow = replace(params, rate_mbit=15.0 if params.rate_mbit is None else params.rate_mbit / 3,
+                   delay_us=100000, jitter_us=75000)
+    # Per-interface link parameters: add the client's two links by hand.
+    name = "h1"
+    ifaces = []
+    for index, (sw, ip, lp) in enumerate(((p1, host_ip(0, 0, 1), fast), (p2, host_ip(1, 0, 1), slow))):
+        port = b._port(sw)
+        ifaces.append(Interface(ip, host_mac(ip), sw, port))
+        b.links.append(LinkSpec(name, index, sw, port, lp))
+    b.hosts.append(HostSpec(name, tuple(ifaces), role="client"))
+    b.host([(srv, host_ip(2, 0, 1))], role="server")
+    return b
+
+
+_FAMILIES: dict[str, tuple[Callable[[list[int], LinkParams], _Builder], LinkParams]] = {
+    # Default rates keep userspace switches far from saturation (DESIGN.md).
+    "fattree": (_fattree, LinkParams(rate_mbit=100.0)),
+    "spineleaf": (_spineleaf, LinkParams(rate_mbit=10.0)),
+    "threelayer": (_threelayer, LinkParams(rate_mbit=10.0)),
+    "incast": (_incast, LinkParams(rate_mbit=100.0, delay_us=40, buffer_pkts=80)),
+    "dumbbell": (_dumbbell, LinkParams(rate_mbit=100.0, buffer_pkts=200)),
+    "twopath": (_twopath, LinkParams()),
+}
+
+# ---------------------------------------------------------------------------
+# Parsing
+
+_UNITS_RATE = {"": 1.0, "k": 1e-3, "m": 1.0, "g": 1e3}
+_UNITS_TIME = {"us": 1, "ms": 1000, "s": 1_000_000}
+
+
+def _parse_rate(text: str) -> float:
+    t = text.lower().removesuffix("bit").removesuffix("bps").removesuffix("b")
+    unit = t[-1] if t and t[-1] in "kmg" else ""
+    value = float(t[: len(t) - len(unit)])
+    if value <= 0:
+        raise ValueError("rate must be positive")
+    return value * _UNITS_RATE[unit]
+
+
+def _parse_time_us(text: str) -> int:
+    t = text.lower()
+    for suffix in ("us", "ms", "s"):
+        if t.endswith(suffix):
+            value = float(t[: -len(suffix)])
+            break
+    else:
+        suffix, value = "us", float(t)
+    if value < 0:
+        raise ValueError("time must not be negative")
+    return int(round(value * _UNITS_TIME[suffix]))
+
+
+def _parse_buffer(text: str) -> tuple[int | None, int | None]:
+    t = text.lower()
+    for suffix, mult in (("kb", 1024), ("mb", 1024 * 1024), ("b", 1)):
+        if t.endswith(suffix):
+            return None, int(float(t[: -len(suffix)]) * mult)
+    return int(t.removesuffix("p")), None
+
+
+def _apply_option(params: LinkParams, key: str, value: str) -> LinkParams:
+    if key in ("rate", "bw"):
+        return replace(params, rate_mbit=_parse_rate(value))
+    if key == "delay":
+        return replace(params, delay_us=_parse_time_us(value))
+    if key == "jitter":
+        return replace(params, jitter_us=_parse_time_us(value))
+    if key in ("buffer", "buf"):
+        pkts, nbytes = _parse_buffer(value)
+        return replace(params, buffer_pkts=pkts, buffer_bytes=nbytes)
+    if key == "ecn":
+        return replace(params, ecn_threshold_pkts=int(value.lower().removesuffix("p")))
+    raise KeyError(key)
+
+
+def _expect(args: list[int], lo: int, hi: int, form: str) -> None:
+    if not lo <= len(args) <= hi:
+        raise SpecError(f"{form} takes {lo}..{hi} numbers, got {len(args)}")
+
+
+def _error(spec: str, why: str) -> SpecError:
+    forms = "\n  ".join(VALID_FORMS)
+    return SpecError(f"bad topology spec {spec!r}: {why}\nvalid forms:\n  {forms}")
+
+
+def parse(spec: str) -> TopologySpec:
+    """Parse a topology spec string into a :class:`TopologySpec`.
+
+    Raises :class:`SpecError` listing the valid forms on any typo.
+    """
+    text = spec.strip()
+    family, _, rest = text.partition(":")
+    family = family.lower()
+    if family not in _FAMILIES:
+        raise _error(spec, f"unknown family {family!r}")
+    build, params = _FAMILIES[family]
+    args: list[int] = []
+    options: list[str] = []
+    for item in filter(None, (x.strip() for x in rest.split(","))) if rest else ():
+        if "=" in item:
+            key, _, value = item.partition("=")
+            try:
+                params = _apply_option(params, key.strip().lower(), value.strip())
+            except KeyError:
+                raise _error(spec, f"unknown link option {key!r}") from None
+            except ValueError as exc:
+                raise _error(spec, f"bad value for {key!r}: {value!r} ({exc})") from None
+            options.append(f"{key.strip().lower()}={value.strip()}")
+        elif options:
+            raise _error(spec, "numbers must come before link options")
+        else:
+            try:
+                args.append(int(item))
+            except ValueError:
+                raise _error(spec, f"{item!r} is not an integer") from None
+    try:
+        b = build(args, params)
+    except SpecError as exc:
+        raise _error(spec, str(exc)) from None
+    canonical = family + (":" + ",".join([str(a) for a in args] + options) if args or options
+                          else "")
+    return TopologySpec(canonical, family, b.switches, b.hosts, b.links, params)
+
+
+def families() -> list[str]:
+    return sorted(_FAMILIES)
