@@ -1,0 +1,433 @@
+//! Command-line parsing. Everything is validated here, before any socket is opened or any
+//! interface is touched, so a typo never leaves a half-started switch behind.
+
+use std::collections::HashSet;
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use crate::datapath::FailMode;
+use crate::group::SelectMode;
+use crate::linkem::LinkParams;
+
+pub const USAGE: &str = "\
+dcnlab-switch: OpenFlow 1.3 software switch (dcnlab switch_ext)
+
+USAGE:
+  dcnlab-switch --name NAME [--dpid N] [--controller tcp:HOST:PORT]
+                --port N=IFNAME[,OPTS] [--port ...] [options]
+  dcnlab-switch --selftest-encode FILE
+
+REQUIRED:
+  --name NAME              switch name (OFPMP_DESC dp_desc, logs, stats file)
+  --port N=IFNAME[,OPTS]   OpenFlow port N (1..65279) on interface IFNAME; repeatable.
+     OPTS (comma-separated, all optional; egress of this port):
+       rate=R       line rate, bit/s with k/M/G suffix (10M = 10e6 bit/s)
+       delay=D      propagation delay: 5ms, 250us, 1s, 0
+       jitter=D     uniform jitter +-D around delay (never reorders unless 'reorder')
+       reorder      let jitter reorder packets
+       buffer=B     drop-tail buffer: 20p (packets) or 30000b / 30kb / 64KiB (bytes);
+                    may be given twice to limit both
+       ecn=K        mark CE on ECT packets when the queue holds >= K (20p or 30000b)
+
+OPTIONS:
+  --dpid N                 datapath id, decimal or 0x-hex (default: digits of --name)
+  --controller tcp:H:P     controller address (default: none, run without controller)
+  --select-mode M          select-group mode: hash (default), rr, random
+  --fail-mode M            on controller loss: secure (default, keep flows) or
+                           standalone (MAC-learning switch while disconnected)
+  --tables N               number of flow tables, 1..254 (default 8)
+  --stats-file PATH        write one JSON line of per-port counters every interval
+  --stats-interval-ms N    stats interval (default 100)
+  --seed N                 seed for random select and jitter (default: from time)
+  --probe-interval-ms N    echo probe after N ms of controller silence (default 5000);
+                           disconnect after 3x this
+  --max-backoff-ms N       reconnect backoff cap (default 4000, starts at 100)
+  --batch N                frames per recvmmsg/sendmmsg batch (default 64)
+  --verbose / -v           log more (repeat for debug)
+  --help / -h, --version
+";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortSpec {
+    pub port_no: u32,
+    pub ifname: String,
+    pub link: LinkParams,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub name: String,
+    pub dpid: u64,
+    pub controller: Option<SocketAddr>,
+    pub ports: Vec<PortSpec>,
+    pub select_mode: SelectMode,
+    pub fail_mode: FailMode,
+    pub n_tables: u8,
+    pub stats_file: Option<String>,
+    pub stats_interval_ms: u64,
+    pub seed: Option<u64>,
+    pub probe_interval_ms: u64,
+    pub max_backoff_ms: u64,
+    pub batch: usize,
+    pub verbose: u8,
+}
+
+pub enum Command {
+    Run(Box<Config>),
+    Help,
+    Version,
+    SelftestEncode(String),
+}
+
+fn num(s: &str, what: &str) -> Result<u64, String> {
+    let r = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16)
+    } else {
+        s.parse::<u64>()
+    };
+    r.map_err(|_| format!("{what}: '{s}' is not a number"))
+}
+
+/// Splits "12.5M" into (12.5, "M").
+fn split_unit(s: &str) -> Option<(f64, &str)> {
+    let i = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let v: f64 = s[..i].parse().ok()?;
+    Some((v, &s[i..]))
+}
+
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let err = || format!("rate '{s}': expected e.g. 10M, 500k, 1G, 1000000 (bit/s)");
+    let (v, u) = split_unit(s).ok_or_else(err)?;
+    let u = u.trim_end_matches("bit").trim_end_matches("bps").trim_end_matches("bit/s");
+    let mult = match u {
+        "" => 1.0,
+        "k" | "K" => 1e3,
+        "m" | "M" => 1e6,
+        "g" | "G" => 1e9,
+        _ => return Err(err()),
+    };
+    let r = (v * mult).round();
+    if !(1.0..=1e12).contains(&r) {
+        return Err(format!("rate '{s}' out of range (1 bit/s .. 1 Tbit/s)"));
+    }
+    Ok(r as u64)
+}
+
+pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let err = || format!("duration '{s}': expected e.g. 5ms, 250us, 1s, 100ns, 0");
+    let (v, u) = split_unit(s).ok_or_else(err)?;
+    let mult = match u {
+        "" if v == 0.0 => 0.0,
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return Err(err()),
+    };
+    let ns = v * mult;
+    if ns > 60e9 {
+        return Err(format!("duration '{s}' too long (max 60s)"));
+    }
+    Ok(ns.round() as u64)
+}
+
+/// Parses a size: "20p" -> (Some(20), None); "30000b"/"30kb"/"64KiB" -> (None, Some(bytes)).
+pub fn parse_size(s: &str) -> Result<(Option<usize>, Option<usize>), String> {
+    let err = || format!("size '{s}': expected packets like 20p or bytes like 30000b, 30kb, 64KiB");
+    let (v, u) = split_unit(s).ok_or_else(err)?;
+    if v.fract() != 0.0 && matches!(u, "p" | "pkt" | "pkts" | "b" | "B") {
+        return Err(err());
+    }
+    let r = match u {
+        "p" | "pkt" | "pkts" => (Some(v as usize), None),
+        "b" | "B" => (None, Some(v as usize)),
+        "kb" | "KB" | "k" | "K" => (None, Some((v * 1e3) as usize)),
+        "KiB" | "kib" => (None, Some((v * 1024.0) as usize)),
+        "MB" | "mb" => (None, Some((v * 1e6) as usize)),
+        "MiB" => (None, Some((v * 1048576.0) as usize)),
+        _ => return Err(err()),
+    };
+    Ok(r)
+}
+
+pub fn parse_port(s: &str) -> Result<PortSpec, String> {
+    let (no, rest) = s
+        .split_once('=')
+        .ok_or_else(|| format!("--port '{s}': expected N=IFNAME[,opts], e.g. 1=s1-eth1,rate=10M"))?;
+    let port_no = num(no, "--port number")?;
+    if port_no == 0 || port_no > 0xfeff {
+        return Err(format!("--port '{s}': port number must be 1..65279"));
+    }
+    let mut parts = rest.split(',');
+    let ifname = parts.next().unwrap_or("").to_string();
+    if ifname.is_empty() || ifname.len() > 15 || ifname.contains('/') || ifname.contains(char::is_whitespace)
+    {
+        return Err(format!("--port '{s}': bad interface name '{ifname}' (1..15 chars)"));
+    }
+    let mut link = LinkParams::default();
+    let mut buffers = 0;
+    for opt in parts {
+        let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
+        let need = || {
+            if v.is_empty() {
+                Err(format!("--port '{s}': option '{k}' needs a value"))
+            } else {
+                Ok(())
+            }
+        };
+        match k {
+            "rate" | "bw" => {
+                need()?;
+                link.rate_bps = Some(parse_rate(v)?)
+            }
+            "delay" => {
+                need()?;
+                link.delay_ns = parse_duration_ns(v)?
+            }
+            "jitter" => {
+                need()?;
+                link.jitter_ns = parse_duration_ns(v)?
+            }
+            "reorder" => link.reorder = true,
+            "buffer" | "queue" => {
+                need()?;
+                buffers += 1;
+                let (p, b) = parse_size(v)?;
+                if p == Some(0) || b == Some(0) {
+                    return Err(format!("--port '{s}': buffer must be at least 1"));
+                }
+                if (p.is_some() && link.buffer_pkts.is_some()) || (b.is_some() && link.buffer_bytes.is_some())
+                {
+                    return Err(format!("--port '{s}': buffer given twice in the same unit"));
+                }
+                link.buffer_pkts = p.or(link.buffer_pkts);
+                link.buffer_bytes = b.or(link.buffer_bytes);
+            }
+            "ecn" => {
+                need()?;
+                let (p, b) = parse_size(v)?;
+                link.ecn_pkts = p.or(link.ecn_pkts);
+                link.ecn_bytes = b.or(link.ecn_bytes);
+            }
+            _ => {
+                return Err(format!(
+                    "--port '{s}': unknown option '{k}' (rate, delay, jitter, reorder, buffer, ecn)"
+                ))
+            }
+        }
+    }
+    if buffers > 2 {
+        return Err(format!("--port '{s}': at most one packet and one byte buffer"));
+    }
+    if link.rate_bps.is_none()
+        && (link.buffer_pkts.is_some()
+            || link.buffer_bytes.is_some()
+            || link.ecn_pkts.is_some()
+            || link.ecn_bytes.is_some())
+    {
+        return Err(format!("--port '{s}': buffer/ecn need rate= (without a rate no queue ever builds)"));
+    }
+    Ok(PortSpec { port_no: port_no as u32, ifname, link })
+}
+
+fn parse_controller(s: &str) -> Result<SocketAddr, String> {
+    let rest = s.strip_prefix("tcp:").ok_or_else(|| format!("--controller '{s}': expected tcp:HOST:PORT"))?;
+    let (host, port) =
+        rest.rsplit_once(':').ok_or_else(|| format!("--controller '{s}': expected tcp:HOST:PORT"))?;
+    let port: u16 = port.parse().map_err(|_| format!("--controller '{s}': bad port"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("--controller '{s}': {e}"))?
+        .next()
+        .ok_or_else(|| format!("--controller '{s}': no address"))
+}
+
+fn dpid_from_name(name: &str) -> Option<u64> {
+    let digits: String = name.chars().filter(|c| c.is_ascii_digit()).collect();
+    digits.parse().ok()
+}
+
+pub fn parse_args(args: &[String]) -> Result<Command, String> {
+    let mut name = None;
+    let mut dpid = None;
+    let mut controller = None;
+    let mut ports = Vec::new();
+    let mut select_mode = SelectMode::Hash;
+    let mut fail_mode = FailMode::Secure;
+    let mut n_tables = 8u8;
+    let mut stats_file = None;
+    let mut stats_interval_ms = 100;
+    let mut seed = None;
+    let mut probe_interval_ms = 5000;
+    let mut max_backoff_ms = 4000;
+    let mut batch = 64;
+    let mut verbose = 0;
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        // Accept both "--opt value" and "--opt=value".
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (a, None),
+        };
+        let mut val = || -> Result<String, String> {
+            if let Some(v) = inline.clone() {
+                return Ok(v);
+            }
+            i += 1;
+            args.get(i).cloned().ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match flag {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--version" => return Ok(Command::Version),
+            "--selftest-encode" => return Ok(Command::SelftestEncode(val()?)),
+            "-v" | "--verbose" => verbose += 1,
+            "-vv" => verbose += 2,
+            "--name" => {
+                let v = val()?;
+                if v.is_empty() || v.len() > 255 {
+                    return Err("--name must be 1..255 characters".into());
+                }
+                name = Some(v)
+            }
+            "--dpid" => dpid = Some(num(&val()?, "--dpid")?),
+            "--controller" => controller = Some(parse_controller(&val()?)?),
+            "--port" => ports.push(parse_port(&val()?)?),
+            "--select-mode" => {
+                let v = val()?;
+                select_mode = SelectMode::parse(&v)
+                    .ok_or_else(|| format!("--select-mode '{v}': expected hash, rr or random"))?
+            }
+            "--fail-mode" => {
+                fail_mode = match val()?.as_str() {
+                    "secure" => FailMode::Secure,
+                    "standalone" => FailMode::Standalone,
+                    v => return Err(format!("--fail-mode '{v}': expected secure or standalone")),
+                }
+            }
+            "--tables" => {
+                let n = num(&val()?, "--tables")?;
+                if !(1..=254).contains(&n) {
+                    return Err("--tables must be 1..254".into());
+                }
+                n_tables = n as u8
+            }
+            "--stats-file" => stats_file = Some(val()?),
+            "--stats-interval-ms" => {
+                stats_interval_ms = num(&val()?, "--stats-interval-ms")?;
+                if stats_interval_ms == 0 {
+                    return Err("--stats-interval-ms must be > 0".into());
+                }
+            }
+            "--seed" => seed = Some(num(&val()?, "--seed")?),
+            "--probe-interval-ms" => {
+                probe_interval_ms = num(&val()?, "--probe-interval-ms")?.max(100);
+            }
+            "--max-backoff-ms" => max_backoff_ms = num(&val()?, "--max-backoff-ms")?.max(100),
+            "--batch" => {
+                let n = num(&val()?, "--batch")?;
+                if !(1..=1024).contains(&n) {
+                    return Err("--batch must be 1..1024".into());
+                }
+                batch = n as usize
+            }
+            _ => return Err(format!("unknown argument '{a}' (see --help)")),
+        }
+        i += 1;
+    }
+    let name = name.ok_or("--name is required")?;
+    let dpid = match dpid {
+        Some(d) => d,
+        None => dpid_from_name(&name)
+            .ok_or_else(|| format!("--dpid is required: name '{name}' has no digits to derive it from"))?,
+    };
+    if ports.is_empty() {
+        return Err("at least one --port N=IFNAME is required".into());
+    }
+    let mut nos = HashSet::new();
+    let mut ifs = HashSet::new();
+    for p in &ports {
+        if !nos.insert(p.port_no) {
+            return Err(format!("port number {} given twice", p.port_no));
+        }
+        if !ifs.insert(p.ifname.clone()) {
+            return Err(format!("interface {} given twice", p.ifname));
+        }
+    }
+    Ok(Command::Run(Box::new(Config {
+        name,
+        dpid,
+        controller,
+        ports,
+        select_mode,
+        fail_mode,
+        n_tables,
+        stats_file,
+        stats_interval_ms,
+        seed,
+        probe_interval_ms,
+        max_backoff_ms,
+        batch,
+        verbose,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn full_command_line() {
+        let c = match parse_args(&args(
+            "--name s1 --controller tcp:127.0.0.1:6653 --port 1=s1-eth1 \
+             --port 2=s1-eth2,rate=10M,delay=5ms,jitter=1ms,buffer=20p,ecn=10p --select-mode random --stats-file /tmp/x",
+        ))
+        .unwrap()
+        {
+            Command::Run(c) => c,
+            _ => panic!(),
+        };
+        assert_eq!(c.dpid, 1);
+        assert_eq!(c.select_mode, SelectMode::Random);
+        let l = &c.ports[1].link;
+        assert_eq!(l.rate_bps, Some(10_000_000));
+        assert_eq!(l.delay_ns, 5_000_000);
+        assert_eq!(l.jitter_ns, 1_000_000);
+        assert_eq!(l.buffer_pkts, Some(20));
+        assert_eq!(l.ecn_pkts, Some(10));
+        assert!(c.ports[0].link.is_passthrough());
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(parse_rate("1.5G").unwrap(), 1_500_000_000);
+        assert_eq!(parse_rate("500kbit").unwrap(), 500_000);
+        assert_eq!(parse_duration_ns("250us").unwrap(), 250_000);
+        assert_eq!(parse_duration_ns("0").unwrap(), 0);
+        assert_eq!(parse_size("64KiB").unwrap(), (None, Some(65536)));
+        assert_eq!(parse_size("20p").unwrap(), (Some(20), None));
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_duration_ns("5").is_err());
+    }
+
+    #[test]
+    fn errors_are_clear() {
+        let e = |s: &str| match parse_args(&args(s)) {
+            Err(e) => e,
+            Ok(_) => panic!("accepted {s}"),
+        };
+        assert!(e("--port 1=a").contains("--name"));
+        assert!(e("--name sw").contains("--dpid"));
+        assert!(e("--name s1 --port 1=a --port 1=b").contains("twice"));
+        assert!(e("--name s1 --port 1=a,rate=10Q").contains("rate"));
+        assert!(e("--name s1 --port 1=a,speed=1").contains("unknown option"));
+        assert!(e("--name s1 --port 1=a,buffer=20p").contains("need rate"));
+        assert!(e("--name s1 --port 1=a --select-mode spray").contains("hash, rr or random"));
+        assert!(e("--name s1 --port 1=a --controller 127.0.0.1:6653").contains("tcp:"));
+        assert!(e("--name s1 --port 1=a --bogus").contains("unknown argument"));
+    }
+}

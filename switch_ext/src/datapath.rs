@@ -1,0 +1,1149 @@
+//! The switch's brain, free of I/O: OpenFlow message handling, the multi-table pipeline,
+//! groups, packet-in/out, stats, and the standalone learning switch.
+//!
+//! Inputs are decoded controller messages and received frames; outputs accumulate in
+//! [`Datapath::out`] (frames to transmit) and [`Datapath::ctrl`] (messages to the
+//! controller, in order). The event loop in `switch.rs` drains both. Keeping this pure
+//! lets unit tests replay flow mods and packets in memory, Faucet-`fakeoftable` style.
+
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use crate::flow::{instruction_rank, oxm_field, FlowTable, MatchSpec, Removed, Selector};
+use crate::group::{GroupTable, Rng, SelectMode};
+use crate::ofp::codec::*;
+use crate::ofp::consts::*;
+use crate::packet::{self, Field, Key};
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailMode {
+    Secure,
+    Standalone,
+}
+
+#[derive(Debug, Clone)]
+pub struct DpConfig {
+    pub name: String,
+    pub dpid: u64,
+    pub n_tables: u8,
+    pub select_mode: SelectMode,
+    pub fail_mode: FailMode,
+    pub seed: u64,
+}
+
+/// Per-port counters, updated by the I/O layer (rx/tx) and the egress queue (drops/marks).
+#[derive(Debug, Clone, Default)]
+pub struct PortCounters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_dropped: u64,
+    pub rx_errors: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Egress drops: queue overflow (drop-tail) plus send failures.
+    pub tx_dropped: u64,
+    pub tx_errors: u64,
+    pub ce_marks: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct DpPort {
+    pub desc: PortDesc,
+    /// Carrier/oper state as last seen from the kernel.
+    pub link_up: bool,
+    pub counters: PortCounters,
+    pub created_ns: u64,
+}
+
+impl DpPort {
+    pub fn live(&self) -> bool {
+        self.link_up && self.desc.config & OFPPC_PORT_DOWN == 0
+    }
+}
+
+/// A frame to transmit on `port` (through its egress queue).
+#[derive(Debug)]
+pub struct Output {
+    pub port: u32,
+    pub frame: Vec<u8>,
+    pub queue: u32,
+}
+
+/// Per-packet pipeline context.
+#[derive(Clone)]
+struct Pkt {
+    frame: Vec<u8>,
+    key: Key,
+    queue: u32,
+    table_id: u8,
+    cookie: u64,
+    table_miss: bool,
+    dead: bool,
+}
+
+impl Pkt {
+    fn reparse(&mut self) {
+        let (in_port, md) = (self.key.in_port, self.key.metadata);
+        self.key = Key::parse(&self.frame, in_port);
+        self.key.metadata = md;
+    }
+}
+
+/// The write-actions action set: at most one action of each kind, run in spec order.
+#[derive(Debug, Default, Clone)]
+struct ActionSet {
+    pop_vlan: bool,
+    push_vlan: Option<u16>,
+    dec_ttl: bool,
+    set_ttl: Option<u8>,
+    set_fields: Vec<Oxm>,
+    queue: Option<u32>,
+    group: Option<u32>,
+    output: Option<(u32, u16)>,
+}
+
+impl ActionSet {
+    fn write(&mut self, acts: &[Action]) {
+        for a in acts {
+            match a {
+                Action::PopVlan => self.pop_vlan = true,
+                Action::PushVlan(t) => self.push_vlan = Some(*t),
+                Action::DecNwTtl => self.dec_ttl = true,
+                Action::SetNwTtl(t) => self.set_ttl = Some(*t),
+                Action::SetField(o) => {
+                    self.set_fields.retain(|x| oxm_field(x) != oxm_field(o));
+                    self.set_fields.push(o.clone());
+                }
+                Action::SetQueue(q) => self.queue = Some(*q),
+                Action::Group(g) => self.group = Some(*g),
+                Action::Output { port, max_len } => self.output = Some((*port, *max_len)),
+                _ => {}
+            }
+        }
+    }
+
+    fn to_list(&self) -> Vec<Action> {
+        let mut v = Vec::new();
+        if self.pop_vlan {
+            v.push(Action::PopVlan);
+        }
+        if let Some(t) = self.push_vlan {
+            v.push(Action::PushVlan(t));
+        }
+        if self.dec_ttl {
+            v.push(Action::DecNwTtl);
+        }
+        if let Some(t) = self.set_ttl {
+            v.push(Action::SetNwTtl(t));
+        }
+        v.extend(self.set_fields.iter().cloned().map(Action::SetField));
+        if let Some(q) = self.queue {
+            v.push(Action::SetQueue(q));
+        }
+        // Output is ignored when a group action is present (spec 5.10).
+        if let Some(g) = self.group {
+            v.push(Action::Group(g));
+        } else if let Some((port, max_len)) = self.output {
+            v.push(Action::Output { port, max_len });
+        }
+        v
+    }
+
+    fn is_empty(&self) -> bool {
+        self.to_list().is_empty()
+    }
+}
+
+const MAX_GROUP_DEPTH: u8 = 8;
+const MAC_AGE_NS: u64 = 300_000_000_000;
+const MP_BODY_MAX: usize = 0xffff - 16;
+
+pub struct Datapath {
+    pub cfg: DpConfig,
+    pub ports: BTreeMap<u32, DpPort>,
+    pub tables: Vec<FlowTable>,
+    pub groups: GroupTable,
+    pub out: Vec<Output>,
+    pub ctrl: Vec<Msg>,
+    /// Is a controller connected (handshake done)? Decides packet-in vs. standalone.
+    pub connected: bool,
+    pub default_select: SelectMode,
+    config_flags: u16,
+    miss_send_len: u16,
+    async_masks: [u32; 6],
+    role: u32,
+    generation_id: Option<u64>,
+    rng: Rng,
+    macs: HashMap<[u8; 6], (u32, u64)>,
+    pub packet_ins_dropped: u64,
+}
+
+fn fmf(code: u16) -> OfpErr {
+    OfpErr::new(OFPET_FLOW_MOD_FAILED, code)
+}
+fn bac(code: u16) -> OfpErr {
+    OfpErr::new(OFPET_BAD_ACTION, code)
+}
+fn bic(code: u16) -> OfpErr {
+    OfpErr::new(OFPET_BAD_INSTRUCTION, code)
+}
+fn brc(code: u16) -> OfpErr {
+    OfpErr::new(OFPET_BAD_REQUEST, code)
+}
+
+fn secs(ns: u64) -> (u32, u32) {
+    ((ns / 1_000_000_000) as u32, (ns % 1_000_000_000) as u32)
+}
+
+impl Datapath {
+    pub fn new(cfg: DpConfig) -> Datapath {
+        let n = cfg.n_tables as usize;
+        Datapath {
+            default_select: cfg.select_mode,
+            rng: Rng::new(cfg.seed),
+            cfg,
+            ports: BTreeMap::new(),
+            tables: (0..n).map(|_| FlowTable::default()).collect(),
+            groups: GroupTable::default(),
+            out: Vec::new(),
+            ctrl: Vec::new(),
+            connected: false,
+            config_flags: 0,
+            miss_send_len: 128,
+            // Master/equal defaults from the spec: all packet-in reasons, all port
+            // status reasons, all flow-removed reasons.
+            async_masks: [0x7, 0x0, 0x7, 0x7, 0xf, 0x0],
+            role: OFPCR_ROLE_EQUAL,
+            generation_id: None,
+            macs: HashMap::new(),
+            packet_ins_dropped: 0,
+        }
+    }
+
+    pub fn add_port(&mut self, desc: PortDesc, link_up: bool, now_ns: u64) {
+        self.ports.insert(
+            desc.port_no,
+            DpPort { desc, link_up, counters: PortCounters::default(), created_ns: now_ns },
+        );
+    }
+
+    fn port_desc(&self, p: &DpPort) -> PortDesc {
+        let mut d = p.desc.clone();
+        d.state = if p.link_up { OFPPS_LIVE } else { OFPPS_LINK_DOWN };
+        d
+    }
+
+    /// Records a carrier change and tells the controller (OFPT_PORT_STATUS MODIFY).
+    pub fn set_link(&mut self, port_no: u32, up: bool) {
+        let Some(p) = self.ports.get_mut(&port_no) else { return };
+        if p.link_up == up {
+            return;
+        }
+        p.link_up = up;
+        let desc = self.port_desc(&self.ports[&port_no]);
+        self.port_status(OFPPR_MODIFY, desc);
+    }
+
+    fn port_status(&mut self, reason: u8, desc: PortDesc) {
+        if self.connected && self.async_masks[2] & (1 << reason) != 0 {
+            self.ctrl.push(Msg::new(0, Body::PortStatus { reason, desc }));
+        }
+    }
+
+    pub fn sw_desc(&self) -> String {
+        format!(
+            "dcnlab-switch {VERSION}; select=hash,rr,random; default={}; experimenter=0x{:08x}",
+            self.default_select.name(),
+            DCNLAB_EXPERIMENTER_ID
+        )
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Controller messages
+
+    /// Handles one framed message from the controller (after the hello exchange).
+    pub fn handle_raw(&mut self, raw: &[u8], now_ns: u64) {
+        let xid = parse_header(raw).map_or(0, |h| h.3);
+        match Msg::decode(raw) {
+            Ok(m) => {
+                if let Err(e) = self.handle(m, raw, now_ns) {
+                    self.ctrl.push(error_msg(xid, e, raw));
+                }
+            }
+            Err(e) => self.ctrl.push(error_msg(xid, e, raw)),
+        }
+    }
+
+    fn reply(&mut self, xid: u32, body: Body) {
+        self.ctrl.push(Msg::new(xid, body));
+    }
+
+    fn handle(&mut self, m: Msg, raw: &[u8], now_ns: u64) -> Result<(), OfpErr> {
+        let xid = m.xid;
+        match m.body {
+            Body::Hello { .. } => {}
+            Body::EchoRequest(d) => self.reply(xid, Body::EchoReply(d)),
+            Body::EchoReply(_) | Body::Error { .. } => {}
+            Body::Experimenter { experimenter, exp_type, data } => {
+                self.experimenter(xid, experimenter, exp_type, &data)?
+            }
+            Body::FeaturesRequest => self.reply(
+                xid,
+                Body::FeaturesReply {
+                    datapath_id: self.cfg.dpid,
+                    n_buffers: 0,
+                    n_tables: self.cfg.n_tables,
+                    auxiliary_id: 0,
+                    capabilities: OFPC_FLOW_STATS | OFPC_TABLE_STATS | OFPC_PORT_STATS | OFPC_GROUP_STATS,
+                },
+            ),
+            Body::GetConfigRequest => self.reply(
+                xid,
+                Body::GetConfigReply { flags: self.config_flags, miss_send_len: self.miss_send_len },
+            ),
+            Body::SetConfig { flags, miss_send_len } => {
+                self.config_flags = flags;
+                self.miss_send_len = miss_send_len;
+            }
+            Body::PacketOut { buffer_id, in_port, actions, data } => {
+                self.packet_out(buffer_id, in_port, &actions, data, now_ns)?
+            }
+            Body::FlowMod(fm) => self.flow_mod(&fm, now_ns)?,
+            Body::GroupMod(g) => self.group_mod(&g, now_ns)?,
+            Body::PortMod { port_no, hw_addr, config, mask, .. } => {
+                let p = self
+                    .ports
+                    .get_mut(&port_no)
+                    .ok_or(OfpErr::new(OFPET_PORT_MOD_FAILED, OFPPMFC_BAD_PORT))?;
+                if p.desc.hw_addr != hw_addr {
+                    return Err(OfpErr::new(OFPET_PORT_MOD_FAILED, OFPPMFC_BAD_HW_ADDR));
+                }
+                let supported = OFPPC_PORT_DOWN | OFPPC_NO_RECV | OFPPC_NO_FWD | OFPPC_NO_PACKET_IN;
+                if mask & !supported != 0 {
+                    return Err(OfpErr::new(OFPET_PORT_MOD_FAILED, OFPPMFC_BAD_CONFIG));
+                }
+                p.desc.config = (p.desc.config & !mask) | (config & mask);
+                let desc = self.port_desc(&self.ports[&port_no]);
+                self.port_status(OFPPR_MODIFY, desc);
+            }
+            Body::TableMod { table_id, .. } => {
+                if table_id != OFPTT_ALL && table_id >= self.cfg.n_tables {
+                    return Err(OfpErr::new(OFPET_TABLE_MOD_FAILED, OFPTMFC_BAD_TABLE));
+                }
+            }
+            Body::MultipartRequest { mp_type, req, .. } => self.multipart(xid, mp_type, req, now_ns)?,
+            Body::BarrierRequest => self.reply(xid, Body::BarrierReply),
+            Body::QueueGetConfigRequest { port } => {
+                if port != OFPP_ANY && !self.ports.contains_key(&port) {
+                    return Err(OfpErr::new(OFPET_QUEUE_OP_FAILED, OFPQOFC_BAD_PORT));
+                }
+                self.reply(xid, Body::QueueGetConfigReply { port })
+            }
+            Body::RoleRequest { role, generation_id } => {
+                if role > OFPCR_ROLE_SLAVE {
+                    return Err(OfpErr::new(OFPET_ROLE_REQUEST_FAILED, OFPRRFC_BAD_ROLE));
+                }
+                if role != OFPCR_ROLE_NOCHANGE {
+                    self.role = role;
+                    if role != OFPCR_ROLE_EQUAL {
+                        self.generation_id = Some(generation_id);
+                    }
+                }
+                let generation_id = self.generation_id.unwrap_or(0);
+                self.reply(xid, Body::RoleReply { role: self.role, generation_id })
+            }
+            Body::GetAsyncRequest => self.reply(xid, Body::GetAsyncReply { masks: self.async_masks }),
+            Body::SetAsync { masks } => self.async_masks = masks,
+            // Switch-to-controller types are not requests.
+            Body::FeaturesReply { .. }
+            | Body::GetConfigReply { .. }
+            | Body::PacketIn { .. }
+            | Body::FlowRemoved(_)
+            | Body::PortStatus { .. }
+            | Body::MultipartReply { .. }
+            | Body::BarrierReply
+            | Body::QueueGetConfigReply { .. }
+            | Body::RoleReply { .. }
+            | Body::GetAsyncReply { .. } => return Err(brc(OFPBRC_BAD_TYPE)),
+        }
+        let _ = raw;
+        Ok(())
+    }
+
+    fn experimenter(
+        &mut self,
+        xid: u32,
+        experimenter: u32,
+        exp_type: u32,
+        data: &[u8],
+    ) -> Result<(), OfpErr> {
+        if experimenter != DCNLAB_EXPERIMENTER_ID {
+            return Err(brc(OFPBRC_BAD_EXPERIMENTER));
+        }
+        match exp_type {
+            DCNLAB_SET_GROUP_SELECT_MODE => {
+                if data.len() != 8 {
+                    return Err(brc(OFPBRC_BAD_LEN));
+                }
+                let group_id = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
+                let mode = SelectMode::from_wire(data[4]).ok_or(brc(OFPBRC_EPERM))?;
+                if group_id == OFPG_ALL {
+                    self.default_select = mode.unwrap_or(self.cfg.select_mode);
+                } else if group_id > OFPG_MAX {
+                    return Err(OfpErr::new(OFPET_GROUP_MOD_FAILED, OFPGMFC_INVALID_GROUP));
+                } else {
+                    match mode {
+                        Some(m) => self.groups.mode_override.insert(group_id, m),
+                        None => self.groups.mode_override.remove(&group_id),
+                    };
+                }
+                Ok(())
+            }
+            DCNLAB_GET_GROUP_SELECT_MODE => {
+                if data.len() != 8 {
+                    return Err(brc(OFPBRC_BAD_LEN));
+                }
+                let group_id = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
+                let mode = if group_id == OFPG_ALL {
+                    self.default_select
+                } else {
+                    self.groups.mode_for(group_id, self.default_select)
+                };
+                let mut d = group_id.to_be_bytes().to_vec();
+                d.extend_from_slice(&[mode.wire(), 0, 0, 0]);
+                self.reply(
+                    xid,
+                    Body::Experimenter {
+                        experimenter: DCNLAB_EXPERIMENTER_ID,
+                        exp_type: DCNLAB_GROUP_SELECT_MODE_REPLY,
+                        data: d,
+                    },
+                );
+                Ok(())
+            }
+            _ => Err(brc(OFPBRC_BAD_EXP_TYPE)),
+        }
+    }
+
+    fn valid_port_ref(&self, port: u32, packet_out: bool) -> bool {
+        match port {
+            0 | OFPP_ANY => false,
+            OFPP_TABLE => packet_out,
+            OFPP_IN_PORT | OFPP_NORMAL | OFPP_FLOOD | OFPP_ALL | OFPP_CONTROLLER | OFPP_LOCAL => true,
+            // Like OVS we accept any physical port number, present or not: Mininet adds
+            // flows before every link exists; such outputs are dropped until it does.
+            p => p <= OFPP_MAX,
+        }
+    }
+
+    fn validate_actions(
+        &self,
+        acts: &[Action],
+        packet_out: bool,
+        own_group: Option<u32>,
+    ) -> Result<(), OfpErr> {
+        for a in acts {
+            match a {
+                Action::Output { port, .. } => {
+                    if !self.valid_port_ref(*port, packet_out) {
+                        return Err(bac(OFPBAC_BAD_OUT_PORT));
+                    }
+                }
+                Action::Group(g) => {
+                    if Some(*g) == own_group {
+                        return Err(OfpErr::new(OFPET_GROUP_MOD_FAILED, OFPGMFC_LOOP));
+                    }
+                    if !self.groups.groups.contains_key(g) {
+                        return Err(bac(OFPBAC_BAD_OUT_GROUP));
+                    }
+                }
+                Action::SetField(o) => {
+                    let f = oxm_field(o).ok_or(bac(OFPBAC_BAD_SET_TYPE))?;
+                    use Field::*;
+                    let settable = matches!(
+                        f,
+                        EthDst
+                            | EthSrc
+                            | VlanVid
+                            | VlanPcp
+                            | IpDscp
+                            | IpEcn
+                            | Ipv4Src
+                            | Ipv4Dst
+                            | TcpSrc
+                            | TcpDst
+                            | UdpSrc
+                            | UdpDst
+                            | SctpSrc
+                            | SctpDst
+                            | Ipv6Src
+                            | Ipv6Dst
+                    );
+                    if !settable {
+                        return Err(bac(OFPBAC_BAD_SET_TYPE));
+                    }
+                    if o.mask.is_some() || o.value.len() != f.width() {
+                        return Err(bac(OFPBAC_BAD_SET_LEN));
+                    }
+                    let v = o.value.iter().fold(0u128, |a, &x| (a << 8) | x as u128);
+                    if v & !f.value_bits() != 0 {
+                        return Err(bac(OFPBAC_BAD_SET_ARGUMENT));
+                    }
+                }
+                Action::PushVlan(t) => {
+                    if *t != packet::ETH_TYPE_VLAN && *t != packet::ETH_TYPE_QINQ {
+                        return Err(bac(OFPBAC_BAD_ARGUMENT));
+                    }
+                }
+                Action::PopVlan | Action::SetQueue(_) | Action::SetNwTtl(_) | Action::DecNwTtl => {}
+                Action::Experimenter { .. } => return Err(bac(OFPBAC_BAD_EXPERIMENTER)),
+                _ => return Err(bac(OFPBAC_BAD_TYPE)),
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_instructions(
+        &self,
+        instrs: &[Instruction],
+        table_id: u8,
+    ) -> Result<Vec<Instruction>, OfpErr> {
+        let mut seen = 0u32;
+        for i in instrs {
+            let rank = instruction_rank(i);
+            if seen & (1 << rank) != 0 {
+                // Two instructions of one type are undefined; reject rather than guess.
+                return Err(bic(OFPBIC_UNSUP_INST));
+            }
+            seen |= 1 << rank;
+            match i {
+                Instruction::GotoTable(t) => {
+                    if *t <= table_id || *t >= self.cfg.n_tables {
+                        return Err(bic(OFPBIC_BAD_TABLE_ID));
+                    }
+                }
+                Instruction::ApplyActions(a) | Instruction::WriteActions(a) => {
+                    self.validate_actions(a, false, None)?
+                }
+                Instruction::WriteMetadata { .. } | Instruction::ClearActions => {}
+                Instruction::Meter(_) => return Err(bic(OFPBIC_UNSUP_INST)),
+                Instruction::Experimenter { .. } => return Err(bic(OFPBIC_BAD_EXPERIMENTER)),
+            }
+        }
+        let mut v = instrs.to_vec();
+        v.sort_by_key(instruction_rank);
+        Ok(v)
+    }
+
+    fn flow_mod(&mut self, fm: &FlowMod, now_ns: u64) -> Result<(), OfpErr> {
+        let matches = MatchSpec::compile(&fm.matches)?;
+        let all_tables = fm.table_id == OFPTT_ALL;
+        let is_delete = matches!(fm.command, OFPFC_DELETE | OFPFC_DELETE_STRICT);
+        if fm.command > OFPFC_DELETE_STRICT {
+            return Err(fmf(OFPFMFC_BAD_COMMAND));
+        }
+        if (all_tables && !is_delete) || (!all_tables && fm.table_id >= self.cfg.n_tables) {
+            return Err(fmf(OFPFMFC_BAD_TABLE_ID));
+        }
+        if fm.flags & !0x1f != 0 {
+            return Err(fmf(OFPFMFC_BAD_FLAGS));
+        }
+        let strict = matches!(fm.command, OFPFC_MODIFY_STRICT | OFPFC_DELETE_STRICT);
+        match fm.command {
+            OFPFC_ADD | OFPFC_MODIFY | OFPFC_MODIFY_STRICT => {
+                let instrs = self.validate_instructions(&fm.instructions, fm.table_id)?;
+                let t = &mut self.tables[fm.table_id as usize];
+                if fm.command == OFPFC_ADD {
+                    t.add(fm, matches, instrs, now_ns)?;
+                } else {
+                    let sel = Selector {
+                        matches: &matches,
+                        priority: fm.priority,
+                        strict,
+                        cookie: fm.cookie,
+                        cookie_mask: fm.cookie_mask,
+                        out_port: OFPP_ANY,
+                        out_group: OFPG_ANY,
+                    };
+                    t.modify(&sel, fm, &instrs);
+                }
+            }
+            _ => {
+                let sel = Selector {
+                    matches: &matches,
+                    priority: fm.priority,
+                    strict,
+                    cookie: fm.cookie,
+                    cookie_mask: fm.cookie_mask,
+                    out_port: fm.out_port,
+                    out_group: fm.out_group,
+                };
+                let mut removed = Vec::new();
+                for (i, t) in self.tables.iter_mut().enumerate() {
+                    if all_tables || i == fm.table_id as usize {
+                        t.delete(&sel, OFPRR_DELETE, &mut removed);
+                    }
+                }
+                self.flows_removed(removed, now_ns);
+            }
+        }
+        if fm.buffer_id != OFP_NO_BUFFER && !is_delete {
+            // We never buffer (n_buffers = 0); the flow is in place but there is no
+            // buffered packet to release.
+            return Err(brc(OFPBRC_BUFFER_UNKNOWN));
+        }
+        Ok(())
+    }
+
+    fn flows_removed(&mut self, removed: Vec<Removed>, now_ns: u64) {
+        for r in removed {
+            let e = r.entry;
+            if e.flags & OFPFF_SEND_FLOW_REM == 0
+                || !self.connected
+                || self.async_masks[4] & (1 << r.reason) == 0
+            {
+                continue;
+            }
+            let (duration_sec, duration_nsec) = secs(now_ns.saturating_sub(e.created_ns));
+            self.ctrl.push(Msg::new(
+                0,
+                Body::FlowRemoved(Box::new(FlowRemoved {
+                    cookie: e.cookie,
+                    priority: e.priority,
+                    reason: r.reason,
+                    table_id: e.table_id,
+                    duration_sec,
+                    duration_nsec,
+                    idle_timeout: e.idle_timeout,
+                    hard_timeout: e.hard_timeout,
+                    packet_count: e.packet_count,
+                    byte_count: e.byte_count,
+                    matches: e.matches.raw.clone(),
+                })),
+            ));
+        }
+    }
+
+    fn group_mod(&mut self, g: &GroupMod, now_ns: u64) -> Result<(), OfpErr> {
+        if g.command != OFPGC_DELETE {
+            for b in &g.buckets {
+                self.validate_actions(&b.actions, false, Some(g.group_id))?;
+                if b.watch_group != OFPG_ANY && !self.groups.groups.contains_key(&b.watch_group) {
+                    return Err(OfpErr::new(OFPET_GROUP_MOD_FAILED, OFPGMFC_BAD_WATCH));
+                }
+            }
+        }
+        let deleted = self.groups.apply(g, now_ns)?;
+        if !deleted.is_empty() {
+            let mut removed = Vec::new();
+            for t in self.tables.iter_mut() {
+                t.delete_where(
+                    |e| deleted.iter().any(|&gid| e.outputs_to_group(gid)),
+                    OFPRR_GROUP_DELETE,
+                    &mut removed,
+                );
+            }
+            self.flows_removed(removed, now_ns);
+        }
+        Ok(())
+    }
+
+    /// Periodic work: flow timeouts.
+    pub fn tick(&mut self, now_ns: u64) {
+        let mut removed = Vec::new();
+        for t in self.tables.iter_mut() {
+            t.expire(now_ns, &mut removed);
+        }
+        self.flows_removed(removed, now_ns);
+    }
+
+    fn multipart(&mut self, xid: u32, mp_type: u16, req: MpRequest, now_ns: u64) -> Result<(), OfpErr> {
+        let replies: Vec<MpReply> = match req {
+            MpRequest::Desc => vec![MpReply::Desc(SwitchDesc {
+                mfr_desc: "dcnlab".into(),
+                hw_desc: "switch_ext".into(),
+                sw_desc: self.sw_desc(),
+                serial_num: format!("{:016x}", self.cfg.dpid),
+                dp_desc: self.cfg.name.clone(),
+            })],
+            MpRequest::Flow(r) => {
+                let stats = self.flow_stats(&r, now_ns)?;
+                chunk(stats, MpReply::Flow)
+            }
+            MpRequest::Aggregate(r) => {
+                let stats = self.flow_stats(&r, now_ns)?;
+                vec![MpReply::Aggregate {
+                    packet_count: stats.iter().map(|s| s.packet_count).sum(),
+                    byte_count: stats.iter().map(|s| s.byte_count).sum(),
+                    flow_count: stats.len() as u32,
+                }]
+            }
+            MpRequest::Table => vec![MpReply::Table(
+                self.tables
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| TableStats {
+                        table_id: i as u8,
+                        active_count: t.entries.len() as u32,
+                        lookup_count: t.lookup_count,
+                        matched_count: t.matched_count,
+                    })
+                    .collect(),
+            )],
+            MpRequest::PortStats { port_no } => {
+                if port_no != OFPP_ANY && !self.ports.contains_key(&port_no) {
+                    return Err(brc(OFPBRC_BAD_PORT));
+                }
+                let v: Vec<PortStats> = self
+                    .ports
+                    .values()
+                    .filter(|p| port_no == OFPP_ANY || p.desc.port_no == port_no)
+                    .map(|p| {
+                        let c = &p.counters;
+                        let (duration_sec, duration_nsec) = secs(now_ns.saturating_sub(p.created_ns));
+                        PortStats {
+                            port_no: p.desc.port_no,
+                            rx_packets: c.rx_packets,
+                            tx_packets: c.tx_packets,
+                            rx_bytes: c.rx_bytes,
+                            tx_bytes: c.tx_bytes,
+                            rx_dropped: c.rx_dropped,
+                            tx_dropped: c.tx_dropped,
+                            rx_errors: c.rx_errors,
+                            tx_errors: c.tx_errors,
+                            duration_sec,
+                            duration_nsec,
+                            ..Default::default()
+                        }
+                    })
+                    .collect();
+                chunk(v, MpReply::PortStats)
+            }
+            MpRequest::PortDesc => {
+                let v: Vec<PortDesc> = self.ports.values().map(|p| self.port_desc(p)).collect();
+                chunk(v, MpReply::PortDesc)
+            }
+            MpRequest::Queue { port_no, .. } => {
+                if port_no != OFPP_ANY && !self.ports.contains_key(&port_no) {
+                    return Err(OfpErr::new(OFPET_QUEUE_OP_FAILED, OFPQOFC_BAD_PORT));
+                }
+                vec![MpReply::Queue]
+            }
+            MpRequest::Group { group_id } => {
+                let mut ids: Vec<u32> = self
+                    .groups
+                    .groups
+                    .keys()
+                    .copied()
+                    .filter(|&g| group_id == OFPG_ALL || g == group_id)
+                    .collect();
+                ids.sort_unstable();
+                let v: Vec<GroupStats> = ids
+                    .iter()
+                    .map(|id| {
+                        let g = &self.groups.groups[id];
+                        let ref_count = self
+                            .tables
+                            .iter()
+                            .flat_map(|t| t.entries.iter())
+                            .filter(|e| e.outputs_to_group(*id))
+                            .count() as u32;
+                        let (duration_sec, duration_nsec) = secs(now_ns.saturating_sub(g.created_ns));
+                        GroupStats {
+                            group_id: *id,
+                            ref_count,
+                            packet_count: g.packet_count,
+                            byte_count: g.byte_count,
+                            duration_sec,
+                            duration_nsec,
+                            buckets: g.bucket_counts.clone(),
+                        }
+                    })
+                    .collect();
+                chunk(v, MpReply::Group)
+            }
+            MpRequest::GroupDesc => {
+                let mut ids: Vec<u32> = self.groups.groups.keys().copied().collect();
+                ids.sort_unstable();
+                let v: Vec<GroupDesc> = ids
+                    .iter()
+                    .map(|id| {
+                        let g = &self.groups.groups[id];
+                        GroupDesc { group_type: g.group_type, group_id: *id, buckets: g.buckets.to_vec() }
+                    })
+                    .collect();
+                chunk(v, MpReply::GroupDesc)
+            }
+            MpRequest::GroupFeatures => {
+                let acts: u32 = [
+                    OFPAT_OUTPUT,
+                    OFPAT_PUSH_VLAN,
+                    OFPAT_POP_VLAN,
+                    OFPAT_SET_QUEUE,
+                    OFPAT_GROUP,
+                    OFPAT_SET_NW_TTL,
+                    OFPAT_DEC_NW_TTL,
+                    OFPAT_SET_FIELD,
+                ]
+                .iter()
+                .fold(0, |a, &t| a | (1 << t));
+                vec![MpReply::GroupFeatures {
+                    types: 0xf,
+                    // select weight | select liveness | chaining
+                    capabilities: 0x7,
+                    max_groups: [OFPG_MAX; 4],
+                    actions: [acts; 4],
+                }]
+            }
+            MpRequest::Other { .. } => {
+                let _ = mp_type;
+                return Err(brc(OFPBRC_BAD_MULTIPART));
+            }
+        };
+        let n = replies.len();
+        for (i, r) in replies.into_iter().enumerate() {
+            let flags = if i + 1 < n { OFPMPF_REPLY_MORE } else { 0 };
+            self.reply(xid, Body::MultipartReply { flags, reply: r });
+        }
+        Ok(())
+    }
+
+    fn flow_stats(&self, r: &FlowStatsRequest, now_ns: u64) -> Result<Vec<FlowStats>, OfpErr> {
+        if r.table_id != OFPTT_ALL && r.table_id >= self.cfg.n_tables {
+            return Err(brc(OFPBRC_BAD_TABLE_ID));
+        }
+        let matches = MatchSpec::compile(&r.matches)?;
+        let sel = Selector {
+            matches: &matches,
+            priority: 0,
+            strict: false,
+            cookie: r.cookie,
+            cookie_mask: r.cookie_mask,
+            out_port: r.out_port,
+            out_group: r.out_group,
+        };
+        let mut v = Vec::new();
+        for (i, t) in self.tables.iter().enumerate() {
+            if r.table_id != OFPTT_ALL && i != r.table_id as usize {
+                continue;
+            }
+            for e in t.entries.iter().filter(|e| sel.selects(e)) {
+                let (duration_sec, duration_nsec) = secs(now_ns.saturating_sub(e.created_ns));
+                v.push(FlowStats {
+                    table_id: i as u8,
+                    duration_sec,
+                    duration_nsec,
+                    priority: e.priority,
+                    idle_timeout: e.idle_timeout,
+                    hard_timeout: e.hard_timeout,
+                    flags: e.flags,
+                    cookie: e.cookie,
+                    packet_count: e.packet_count,
+                    byte_count: e.byte_count,
+                    matches: e.matches.raw.clone(),
+                    instructions: e.instructions.to_vec(),
+                });
+            }
+        }
+        Ok(v)
+    }
+
+    fn packet_out(
+        &mut self,
+        buffer_id: u32,
+        in_port: u32,
+        actions: &[Action],
+        data: Vec<u8>,
+        now_ns: u64,
+    ) -> Result<(), OfpErr> {
+        if buffer_id != OFP_NO_BUFFER {
+            return Err(brc(OFPBRC_BUFFER_UNKNOWN));
+        }
+        let in_ok =
+            in_port == OFPP_CONTROLLER || in_port == OFPP_LOCAL || in_port == OFPP_ANY || in_port <= OFPP_MAX;
+        if !in_ok || in_port == 0 {
+            return Err(brc(OFPBRC_BAD_PORT));
+        }
+        self.validate_actions(actions, true, None)?;
+        let key = Key::parse(&data, in_port);
+        let mut pkt =
+            Pkt { frame: data, key, queue: 0, table_id: 0, cookie: u64::MAX, table_miss: false, dead: false };
+        self.apply_list(actions, &mut pkt, 0, now_ns);
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Packets
+
+    /// Processes a frame received on `in_port`.
+    pub fn process_packet(&mut self, in_port: u32, frame: Vec<u8>, now_ns: u64) {
+        let Some(p) = self.ports.get(&in_port) else { return };
+        if p.desc.config & (OFPPC_NO_RECV | OFPPC_PORT_DOWN) != 0 {
+            return;
+        }
+        if !self.connected && self.cfg.fail_mode == FailMode::Standalone {
+            self.learning_switch(in_port, frame, now_ns);
+            return;
+        }
+        self.pipeline(in_port, frame, 0, now_ns);
+    }
+
+    fn pipeline(&mut self, in_port: u32, frame: Vec<u8>, start_table: u8, now_ns: u64) {
+        let key = Key::parse(&frame, in_port);
+        let mut pkt =
+            Pkt { frame, key, queue: 0, table_id: start_table, cookie: 0, table_miss: false, dead: false };
+        let mut aset = ActionSet::default();
+        let mut table = start_table;
+        loop {
+            let len = pkt.frame.len();
+            let Some(e) = self.tables[table as usize].lookup(&pkt.key, len, now_ns) else {
+                // No table-miss entry: OpenFlow 1.3 drops the packet.
+                return;
+            };
+            let instrs = Rc::clone(&e.instructions);
+            pkt.table_id = table;
+            pkt.cookie = e.cookie;
+            pkt.table_miss = e.is_table_miss();
+            let mut goto = None;
+            for ins in instrs.iter() {
+                match ins {
+                    Instruction::ApplyActions(acts) => self.apply_list(acts, &mut pkt, 0, now_ns),
+                    Instruction::ClearActions => aset = ActionSet::default(),
+                    Instruction::WriteActions(acts) => aset.write(acts),
+                    Instruction::WriteMetadata { metadata, mask } => {
+                        pkt.key.metadata = (pkt.key.metadata & !mask) | (metadata & mask)
+                    }
+                    Instruction::GotoTable(t) => goto = Some(*t),
+                    _ => {}
+                }
+                if pkt.dead {
+                    return;
+                }
+            }
+            match goto {
+                Some(t) if (t as usize) < self.tables.len() => table = t,
+                _ => break,
+            }
+        }
+        if !aset.is_empty() {
+            let list = aset.to_list();
+            self.apply_list(&list, &mut pkt, 0, now_ns);
+        }
+    }
+
+    fn apply_list(&mut self, acts: &[Action], pkt: &mut Pkt, depth: u8, now_ns: u64) {
+        for a in acts {
+            if pkt.dead {
+                return;
+            }
+            match a {
+                Action::Output { port, max_len } => self.output(*port, *max_len, pkt, now_ns),
+                Action::Group(g) => self.exec_group(*g, pkt, depth, now_ns),
+                Action::SetField(o) => {
+                    if let Some(f) = oxm_field(o) {
+                        if o.value.len() == f.width()
+                            && packet::set_field(&mut pkt.frame, &pkt.key, f, &o.value)
+                        {
+                            pkt.reparse();
+                        }
+                    }
+                }
+                Action::PushVlan(t) => {
+                    packet::push_vlan(&mut pkt.frame, &pkt.key, *t);
+                    pkt.reparse();
+                }
+                Action::PopVlan => {
+                    packet::pop_vlan(&mut pkt.frame, &pkt.key);
+                    pkt.reparse();
+                }
+                Action::SetQueue(q) => pkt.queue = *q,
+                Action::DecNwTtl => {
+                    if !packet::dec_ttl(&mut pkt.frame, &pkt.key) {
+                        // OFPC_INVALID_TTL_TO_CONTROLLER (bit 2) asks for a packet-in.
+                        if self.config_flags & 4 != 0 {
+                            self.packet_in(OFPR_INVALID_TTL, OFPCML_NO_BUFFER, pkt);
+                        }
+                        pkt.dead = true;
+                    } else {
+                        pkt.reparse();
+                    }
+                }
+                Action::SetNwTtl(t) => {
+                    packet::set_ttl(&mut pkt.frame, &pkt.key, *t);
+                    pkt.reparse();
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn emit(&mut self, port: u32, pkt: &Pkt) {
+        let Some(p) = self.ports.get(&port) else { return };
+        if p.desc.config & (OFPPC_NO_FWD | OFPPC_PORT_DOWN) != 0 {
+            return;
+        }
+        self.out.push(Output { port, frame: pkt.frame.clone(), queue: pkt.queue });
+    }
+
+    fn output(&mut self, port: u32, max_len: u16, pkt: &mut Pkt, now_ns: u64) {
+        let in_port = pkt.key.in_port;
+        match port {
+            OFPP_CONTROLLER => {
+                let reason = if pkt.table_miss { OFPR_NO_MATCH } else { OFPR_ACTION };
+                self.packet_in(reason, max_len, pkt);
+            }
+            OFPP_FLOOD | OFPP_ALL => {
+                let targets: Vec<u32> = self.ports.keys().copied().filter(|&p| p != in_port).collect();
+                for p in targets {
+                    self.emit(p, pkt);
+                }
+            }
+            OFPP_IN_PORT => self.emit(in_port, pkt),
+            OFPP_TABLE => self.pipeline(in_port, pkt.frame.clone(), 0, now_ns),
+            OFPP_NORMAL => self.learning_switch(in_port, pkt.frame.clone(), now_ns),
+            OFPP_LOCAL | OFPP_ANY => {}
+            p if p == in_port => {} // only OFPP_IN_PORT may send back out the input port
+            p => self.emit(p, pkt),
+        }
+    }
+
+    fn packet_in(&mut self, reason: u8, max_len: u16, pkt: &Pkt) {
+        if !self.connected {
+            self.packet_ins_dropped += 1;
+            return;
+        }
+        if let Some(p) = self.ports.get(&pkt.key.in_port) {
+            if p.desc.config & OFPPC_NO_PACKET_IN != 0 {
+                return;
+            }
+        }
+        if self.async_masks[0] & (1 << reason) == 0 {
+            return;
+        }
+        let n =
+            if max_len == OFPCML_NO_BUFFER { pkt.frame.len() } else { pkt.frame.len().min(max_len as usize) };
+        let mut fields = vec![Oxm::basic(0, pkt.key.in_port.to_be_bytes().to_vec(), None)];
+        if pkt.key.metadata != 0 {
+            fields.push(Oxm::basic(2, pkt.key.metadata.to_be_bytes().to_vec(), None));
+        }
+        self.ctrl.push(Msg::new(
+            0,
+            Body::PacketIn {
+                buffer_id: OFP_NO_BUFFER,
+                total_len: pkt.frame.len().min(0xffff) as u16,
+                reason,
+                table_id: pkt.table_id,
+                cookie: pkt.cookie,
+                matches: Match { fields },
+                data: pkt.frame[..n].to_vec(),
+            },
+        ));
+    }
+
+    fn bucket_live(&self, b: &Bucket, depth: u8) -> bool {
+        let port_ok = b.watch_port == OFPP_ANY || self.ports.get(&b.watch_port).is_some_and(|p| p.live());
+        let group_ok = b.watch_group == OFPG_ANY
+            || (depth < MAX_GROUP_DEPTH
+                && self
+                    .groups
+                    .groups
+                    .get(&b.watch_group)
+                    .is_some_and(|g| g.buckets.iter().any(|x| self.bucket_live(x, depth + 1))));
+        port_ok && group_ok
+    }
+
+    fn exec_group(&mut self, gid: u32, pkt: &mut Pkt, depth: u8, now_ns: u64) {
+        if depth >= MAX_GROUP_DEPTH {
+            return;
+        }
+        let Some(g) = self.groups.groups.get(&gid) else { return };
+        let buckets = Rc::clone(&g.buckets);
+        let gtype = g.group_type;
+        let bytes = pkt.frame.len();
+        let chosen: Vec<usize> = match gtype {
+            OFPGT_ALL => (0..buckets.len()).collect(),
+            OFPGT_INDIRECT => vec![0],
+            OFPGT_FF => buckets.iter().position(|b| self.bucket_live(b, depth)).into_iter().collect(),
+            _ => {
+                let live: Vec<bool> = buckets.iter().map(|b| self.bucket_live(b, depth)).collect();
+                let mode = self.groups.mode_for(gid, self.default_select);
+                let hash = if mode == SelectMode::Hash { pkt.key.flow_hash() } else { 0 };
+                let g = self.groups.groups.get_mut(&gid).expect("present");
+                g.select(&live, mode, hash, &mut self.rng).into_iter().collect()
+            }
+        };
+        if let Some(g) = self.groups.groups.get_mut(&gid) {
+            if chosen.is_empty() {
+                g.count(None, bytes);
+            }
+            for &i in &chosen {
+                g.count(Some(i), bytes);
+            }
+        }
+        let n = chosen.len();
+        for (k, i) in chosen.into_iter().enumerate() {
+            let Some(b) = buckets.get(i) else { continue };
+            if k + 1 == n {
+                // Last (or only) bucket works on the packet itself: no copy.
+                self.apply_list(&b.actions, pkt, depth + 1, now_ns);
+            } else {
+                let mut copy = pkt.clone();
+                self.apply_list(&b.actions, &mut copy, depth + 1, now_ns);
+            }
+        }
+    }
+
+    /// MAC learning (fail-standalone mode and OFPP_NORMAL).
+    fn learning_switch(&mut self, in_port: u32, frame: Vec<u8>, now_ns: u64) {
+        if frame.len() < 14 {
+            return;
+        }
+        let key = Key::parse(&frame, in_port);
+        if key.eth_src[0] & 1 == 0 {
+            self.macs.insert(key.eth_src, (in_port, now_ns));
+        }
+        let pkt = Pkt { frame, key, queue: 0, table_id: 0, cookie: 0, table_miss: false, dead: false };
+        let known = if pkt.key.eth_dst[0] & 1 == 0 {
+            self.macs
+                .get(&pkt.key.eth_dst)
+                .filter(|(_, t)| now_ns.saturating_sub(*t) < MAC_AGE_NS)
+                .map(|(p, _)| *p)
+        } else {
+            None
+        };
+        match known {
+            Some(p) if p == in_port => {}
+            Some(p) => self.emit(p, &pkt),
+            None => {
+                let targets: Vec<u32> = self.ports.keys().copied().filter(|&p| p != in_port).collect();
+                for p in targets {
+                    self.emit(p, &pkt);
+                }
+            }
+        }
+    }
+}
+
+/// Splits reply entries into multipart messages that each fit in 64 KiB.
+fn chunk<T: Clone>(items: Vec<T>, wrap: fn(Vec<T>) -> MpReply) -> Vec<MpReply> {
+    if items.is_empty() {
+        return vec![wrap(items)];
+    }
+    let mut out = Vec::new();
+    let mut cur: Vec<T> = Vec::new();
+    let mut cur_len = 0;
+    for it in items {
+        let one =
+            Msg::new(0, Body::MultipartReply { flags: 0, reply: wrap(vec![it.clone()]) }).encode().len() - 16;
+        if !cur.is_empty() && cur_len + one > MP_BODY_MAX {
+            out.push(wrap(std::mem::take(&mut cur)));
+            cur_len = 0;
+        }
+        cur.push(it);
+        cur_len += one;
+    }
+    out.push(wrap(cur));
+    out
+}

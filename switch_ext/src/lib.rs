@@ -1,0 +1,18 @@
+//! dcnlab-switch: an OpenFlow 1.3 userspace software switch for dcnlab experiments.
+//!
+//! Module map: [`ofp`] wire codec, [`packet`] frame parsing and rewrites, [`flow`] flow
+//! tables, [`group`] groups and select modes, [`datapath`] the I/O-free switch logic,
+//! [`linkem`] egress link emulation, [`conn`] controller channel, [`sys`] Linux syscalls,
+//! [`switch`] the event loop, [`cli`] command line, [`selftest`] encoder samples.
+
+pub mod cli;
+pub mod conn;
+pub mod datapath;
+pub mod flow;
+pub mod group;
+pub mod linkem;
+pub mod ofp;
+pub mod packet;
+pub mod selftest;
+pub mod switch;
+pub mod sys;

@@ -1,0 +1,772 @@
+//! Frame parsing into OpenFlow match fields, and the header rewrites actions need.
+//!
+//! Parsing never panics on short or bogus frames: a field that cannot be read is simply
+//! absent, and a flow that matches on it does not match (OpenFlow semantics).
+//! Rewrites keep checksums valid with incremental updates (RFC 1624), and never touch a
+//! checksum unless a header field under it changed.
+
+/// Match field identifiers we understand (OXM basic field numbers, plus tcp_flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Field {
+    InPort = 0,
+    InPhyPort = 1,
+    Metadata = 2,
+    EthDst = 3,
+    EthSrc = 4,
+    EthType = 5,
+    VlanVid = 6,
+    VlanPcp = 7,
+    IpDscp = 8,
+    IpEcn = 9,
+    IpProto = 10,
+    Ipv4Src = 11,
+    Ipv4Dst = 12,
+    TcpSrc = 13,
+    TcpDst = 14,
+    UdpSrc = 15,
+    UdpDst = 16,
+    SctpSrc = 17,
+    SctpDst = 18,
+    Icmpv4Type = 19,
+    Icmpv4Code = 20,
+    ArpOp = 21,
+    ArpSpa = 22,
+    ArpTpa = 23,
+    ArpSha = 24,
+    ArpTha = 25,
+    Ipv6Src = 26,
+    Ipv6Dst = 27,
+    Ipv6Flabel = 28,
+    Icmpv6Type = 29,
+    Icmpv6Code = 30,
+    /// ONF experimenter field 42 (EXT-109), the way Ryu encodes `tcp_flags` for OF1.3.
+    TcpFlags = 42,
+}
+
+impl Field {
+    /// Maps an OXM basic field number to a field.
+    pub fn from_basic(n: u8) -> Option<Field> {
+        use Field::*;
+        Some(match n {
+            0 => InPort,
+            1 => InPhyPort,
+            2 => Metadata,
+            3 => EthDst,
+            4 => EthSrc,
+            5 => EthType,
+            6 => VlanVid,
+            7 => VlanPcp,
+            8 => IpDscp,
+            9 => IpEcn,
+            10 => IpProto,
+            11 => Ipv4Src,
+            12 => Ipv4Dst,
+            13 => TcpSrc,
+            14 => TcpDst,
+            15 => UdpSrc,
+            16 => UdpDst,
+            17 => SctpSrc,
+            18 => SctpDst,
+            19 => Icmpv4Type,
+            20 => Icmpv4Code,
+            21 => ArpOp,
+            22 => ArpSpa,
+            23 => ArpTpa,
+            24 => ArpSha,
+            25 => ArpTha,
+            26 => Ipv6Src,
+            27 => Ipv6Dst,
+            28 => Ipv6Flabel,
+            29 => Icmpv6Type,
+            30 => Icmpv6Code,
+            _ => return None,
+        })
+    }
+
+    /// Width of the field's OXM value in bytes.
+    pub fn width(self) -> usize {
+        use Field::*;
+        match self {
+            InPort | InPhyPort | Ipv4Src | Ipv4Dst | ArpSpa | ArpTpa | Ipv6Flabel => 4,
+            Metadata => 8,
+            EthDst | EthSrc | ArpSha | ArpTha => 6,
+            EthType | VlanVid | TcpSrc | TcpDst | UdpSrc | UdpDst | SctpSrc | SctpDst | ArpOp | TcpFlags => 2,
+            VlanPcp | IpDscp | IpEcn | IpProto | Icmpv4Type | Icmpv4Code | Icmpv6Type | Icmpv6Code => 1,
+            Ipv6Src | Ipv6Dst => 16,
+        }
+    }
+
+    /// Whether the spec allows a mask on this field.
+    pub fn maskable(self) -> bool {
+        use Field::*;
+        matches!(
+            self,
+            Metadata
+                | EthDst
+                | EthSrc
+                | VlanVid
+                | Ipv4Src
+                | Ipv4Dst
+                | ArpSpa
+                | ArpTpa
+                | ArpSha
+                | ArpTha
+                | Ipv6Src
+                | Ipv6Dst
+                | Ipv6Flabel
+                | TcpFlags
+        )
+    }
+
+    /// Largest legal value (for BAD_VALUE checks), as a bit mask of valid bits.
+    pub fn value_bits(self) -> u128 {
+        use Field::*;
+        match self {
+            VlanVid => 0x1fff,
+            VlanPcp => 0x7,
+            IpDscp => 0x3f,
+            IpEcn => 0x3,
+            Ipv6Flabel => 0xf_ffff,
+            TcpFlags => 0x0fff,
+            _ => {
+                let w = self.width() * 8;
+                if w >= 128 {
+                    u128::MAX
+                } else {
+                    (1u128 << w) - 1
+                }
+            }
+        }
+    }
+}
+
+pub const ETH_TYPE_IPV4: u16 = 0x0800;
+pub const ETH_TYPE_ARP: u16 = 0x0806;
+pub const ETH_TYPE_IPV6: u16 = 0x86dd;
+pub const ETH_TYPE_VLAN: u16 = 0x8100;
+pub const ETH_TYPE_QINQ: u16 = 0x88a8;
+pub const IPPROTO_ICMP: u8 = 1;
+pub const IPPROTO_TCP: u8 = 6;
+pub const IPPROTO_UDP: u8 = 17;
+pub const IPPROTO_ICMPV6: u8 = 58;
+pub const IPPROTO_SCTP: u8 = 132;
+
+/// Offsets and values extracted from a frame. Recomputed after any header rewrite.
+#[derive(Debug, Clone, Default)]
+pub struct Key {
+    pub in_port: u32,
+    pub metadata: u64,
+    pub eth_dst: [u8; 6],
+    pub eth_src: [u8; 6],
+    /// Outermost VLAN tag's TCI if tagged.
+    pub vlan_tci: Option<u16>,
+    /// Ethertype after all VLAN tags (what OXM eth_type means).
+    pub eth_type: u16,
+    /// Offset of the L3 header.
+    pub l3: usize,
+    pub ip_proto: Option<u8>,
+    pub ip_tos: u8,
+    pub ip_ttl: u8,
+    pub is_ipv4: bool,
+    pub is_ipv6: bool,
+    pub ipv4_src: u32,
+    pub ipv4_dst: u32,
+    pub ipv6_src: u128,
+    pub ipv6_dst: u128,
+    pub ipv6_flabel: u32,
+    /// Offset of the L4 header when it is present (first fragment, complete enough).
+    pub l4: Option<usize>,
+    pub tp_src: u16,
+    pub tp_dst: u16,
+    pub tcp_flags: u16,
+    pub icmp_type: u8,
+    pub icmp_code: u8,
+    pub arp: Option<ArpFields>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ArpFields {
+    pub op: u16,
+    pub spa: u32,
+    pub tpa: u32,
+    pub sha: [u8; 6],
+    pub tha: [u8; 6],
+}
+
+fn be16(b: &[u8], o: usize) -> Option<u16> {
+    b.get(o..o + 2).map(|s| u16::from_be_bytes([s[0], s[1]]))
+}
+
+fn be32(b: &[u8], o: usize) -> Option<u32> {
+    b.get(o..o + 4).map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+fn be128(b: &[u8], o: usize) -> Option<u128> {
+    b.get(o..o + 16).map(|s| {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(s);
+        u128::from_be_bytes(a)
+    })
+}
+
+fn mac(b: &[u8], o: usize) -> [u8; 6] {
+    let mut m = [0u8; 6];
+    if let Some(s) = b.get(o..o + 6) {
+        m.copy_from_slice(s);
+    }
+    m
+}
+
+fn mac_u128(m: &[u8; 6]) -> u128 {
+    m.iter().fold(0u128, |a, &b| (a << 8) | b as u128)
+}
+
+impl Key {
+    /// Parses `f` received on `in_port`. Frames shorter than an Ethernet header yield a key
+    /// with only in_port set (eth_type 0), which matches only flows that wildcard L2.
+    pub fn parse(f: &[u8], in_port: u32) -> Key {
+        let mut k = Key { in_port, ..Default::default() };
+        if f.len() < 14 {
+            return k;
+        }
+        k.eth_dst = mac(f, 0);
+        k.eth_src = mac(f, 6);
+        let mut off = 12;
+        let mut et = be16(f, off).unwrap_or(0);
+        let mut first = true;
+        while et == ETH_TYPE_VLAN || et == ETH_TYPE_QINQ {
+            let Some(tci) = be16(f, off + 2) else {
+                k.eth_type = 0;
+                return k;
+            };
+            if first {
+                k.vlan_tci = Some(tci);
+                first = false;
+            }
+            off += 4;
+            et = be16(f, off).unwrap_or(0);
+        }
+        k.eth_type = et;
+        k.l3 = off + 2;
+        let l3 = k.l3;
+        match et {
+            ETH_TYPE_IPV4 => {
+                let Some(vihl) = f.get(l3) else { return k };
+                let ihl = ((vihl & 0x0f) as usize) * 4;
+                if vihl >> 4 != 4 || ihl < 20 || f.len() < l3 + 20 {
+                    return k;
+                }
+                k.is_ipv4 = true;
+                k.ip_tos = f[l3 + 1];
+                k.ip_ttl = f[l3 + 8];
+                let proto = f[l3 + 9];
+                k.ip_proto = Some(proto);
+                k.ipv4_src = be32(f, l3 + 12).unwrap_or(0);
+                k.ipv4_dst = be32(f, l3 + 16).unwrap_or(0);
+                let frag_off = be16(f, l3 + 6).unwrap_or(0) & 0x1fff;
+                if frag_off == 0 {
+                    k.parse_l4(f, l3 + ihl, proto, false);
+                }
+            }
+            ETH_TYPE_IPV6 => {
+                if f.len() < l3 + 40 || f[l3] >> 4 != 6 {
+                    return k;
+                }
+                k.is_ipv6 = true;
+                let w0 = be32(f, l3).unwrap_or(0);
+                k.ip_tos = ((w0 >> 20) & 0xff) as u8;
+                k.ipv6_flabel = w0 & 0xf_ffff;
+                k.ip_ttl = f[l3 + 7];
+                k.ipv6_src = be128(f, l3 + 8).unwrap_or(0);
+                k.ipv6_dst = be128(f, l3 + 24).unwrap_or(0);
+                let mut nh = f[l3 + 6];
+                let mut o = l3 + 40;
+                // Walk the common extension headers to find the transport header.
+                let mut fragmented_later = false;
+                for _ in 0..8 {
+                    match nh {
+                        0 | 43 | 60 => {
+                            let (Some(&n), Some(&l)) = (f.get(o), f.get(o + 1)) else { break };
+                            nh = n;
+                            o += (l as usize + 1) * 8;
+                        }
+                        44 => {
+                            let Some(&n) = f.get(o) else { break };
+                            let fo = be16(f, o + 2).unwrap_or(0) >> 3;
+                            fragmented_later = fo != 0;
+                            nh = n;
+                            o += 8;
+                        }
+                        _ => break,
+                    }
+                }
+                k.ip_proto = Some(nh);
+                if !fragmented_later {
+                    k.parse_l4(f, o, nh, true);
+                }
+            }
+            // Ethernet/IPv4 ARP only.
+            ETH_TYPE_ARP
+                if f.len() >= l3 + 28 && be16(f, l3) == Some(1) && be16(f, l3 + 2) == Some(0x0800) =>
+            {
+                k.arp = Some(ArpFields {
+                    op: be16(f, l3 + 6).unwrap_or(0),
+                    sha: mac(f, l3 + 8),
+                    spa: be32(f, l3 + 14).unwrap_or(0),
+                    tha: mac(f, l3 + 18),
+                    tpa: be32(f, l3 + 24).unwrap_or(0),
+                });
+            }
+            _ => {}
+        }
+        k
+    }
+
+    fn parse_l4(&mut self, f: &[u8], o: usize, proto: u8, v6: bool) {
+        match proto {
+            IPPROTO_TCP if f.len() >= o + 20 => {
+                self.l4 = Some(o);
+                self.tp_src = be16(f, o).unwrap_or(0);
+                self.tp_dst = be16(f, o + 2).unwrap_or(0);
+                self.tcp_flags = be16(f, o + 12).unwrap_or(0) & 0x0fff;
+            }
+            IPPROTO_UDP | IPPROTO_SCTP if f.len() >= o + 8 => {
+                self.l4 = Some(o);
+                self.tp_src = be16(f, o).unwrap_or(0);
+                self.tp_dst = be16(f, o + 2).unwrap_or(0);
+            }
+            IPPROTO_ICMP if !v6 && f.len() >= o + 4 => {
+                self.l4 = Some(o);
+                self.icmp_type = f[o];
+                self.icmp_code = f[o + 1];
+            }
+            IPPROTO_ICMPV6 if v6 && f.len() >= o + 4 => {
+                self.l4 = Some(o);
+                self.icmp_type = f[o];
+                self.icmp_code = f[o + 1];
+            }
+            _ => {}
+        }
+    }
+
+    fn is_ip(&self) -> bool {
+        self.is_ipv4 || self.is_ipv6
+    }
+
+    /// The packet's value for `field`, or None when the packet does not have that field.
+    pub fn get(&self, field: Field) -> Option<u128> {
+        use Field::*;
+        let proto = self.ip_proto;
+        let l4 = self.l4.is_some();
+        Some(match field {
+            InPort | InPhyPort => self.in_port as u128,
+            Metadata => self.metadata as u128,
+            EthDst => mac_u128(&self.eth_dst),
+            EthSrc => mac_u128(&self.eth_src),
+            EthType => self.eth_type as u128,
+            // Untagged frames have vlan_vid OFPVID_NONE (0), so they match vlan_vid=0.
+            VlanVid => self.vlan_tci.map_or(0, |t| (t & 0x0fff) as u128 | 0x1000),
+            VlanPcp => (self.vlan_tci? >> 13) as u128,
+            IpDscp if self.is_ip() => (self.ip_tos >> 2) as u128,
+            IpEcn if self.is_ip() => (self.ip_tos & 3) as u128,
+            IpProto if self.is_ip() => proto? as u128,
+            Ipv4Src if self.is_ipv4 => self.ipv4_src as u128,
+            Ipv4Dst if self.is_ipv4 => self.ipv4_dst as u128,
+            Ipv6Src if self.is_ipv6 => self.ipv6_src,
+            Ipv6Dst if self.is_ipv6 => self.ipv6_dst,
+            Ipv6Flabel if self.is_ipv6 => self.ipv6_flabel as u128,
+            TcpSrc if l4 && proto == Some(IPPROTO_TCP) => self.tp_src as u128,
+            TcpDst if l4 && proto == Some(IPPROTO_TCP) => self.tp_dst as u128,
+            TcpFlags if l4 && proto == Some(IPPROTO_TCP) => self.tcp_flags as u128,
+            UdpSrc if l4 && proto == Some(IPPROTO_UDP) => self.tp_src as u128,
+            UdpDst if l4 && proto == Some(IPPROTO_UDP) => self.tp_dst as u128,
+            SctpSrc if l4 && proto == Some(IPPROTO_SCTP) => self.tp_src as u128,
+            SctpDst if l4 && proto == Some(IPPROTO_SCTP) => self.tp_dst as u128,
+            Icmpv4Type if l4 && self.is_ipv4 && proto == Some(IPPROTO_ICMP) => self.icmp_type as u128,
+            Icmpv4Code if l4 && self.is_ipv4 && proto == Some(IPPROTO_ICMP) => self.icmp_code as u128,
+            Icmpv6Type if l4 && self.is_ipv6 && proto == Some(IPPROTO_ICMPV6) => self.icmp_type as u128,
+            Icmpv6Code if l4 && self.is_ipv6 && proto == Some(IPPROTO_ICMPV6) => self.icmp_code as u128,
+            ArpOp => self.arp?.op as u128,
+            ArpSpa => self.arp?.spa as u128,
+            ArpTpa => self.arp?.tpa as u128,
+            ArpSha => mac_u128(&self.arp?.sha),
+            ArpTha => mac_u128(&self.arp?.tha),
+            _ => return None,
+        })
+    }
+
+    /// A 5-tuple flow hash (falls back to L2 addresses for non-IP) for ECMP-style select.
+    /// Symmetric inputs are not needed: each direction is hashed on its own switch path.
+    pub fn flow_hash(&self) -> u64 {
+        let mut h = Fnv::new();
+        if self.is_ipv4 {
+            h.u64(self.ipv4_src as u64);
+            h.u64(self.ipv4_dst as u64);
+        } else if self.is_ipv6 {
+            h.u64(self.ipv6_src as u64);
+            h.u64((self.ipv6_src >> 64) as u64);
+            h.u64(self.ipv6_dst as u64);
+            h.u64((self.ipv6_dst >> 64) as u64);
+        } else {
+            h.u64(mac_u128(&self.eth_src) as u64);
+            h.u64(mac_u128(&self.eth_dst) as u64);
+            h.u64(self.eth_type as u64);
+            return h.finish();
+        }
+        h.u64(self.ip_proto.unwrap_or(0) as u64);
+        if self.l4.is_some() {
+            h.u64(((self.tp_src as u64) << 16) | self.tp_dst as u64);
+        }
+        h.finish()
+    }
+}
+
+/// FNV-1a with a final avalanche; deterministic across runs (unlike std's SipHash with
+/// random keys), so hash-mode path choice is reproducible for a given seed-free topology.
+struct Fnv(u64);
+impl Fnv {
+    fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    fn u64(&mut self, v: u64) {
+        for b in v.to_le_bytes() {
+            self.0 ^= b as u64;
+            self.0 = self.0.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn finish(&self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Checksums
+
+/// Folds a 32-bit one's-complement sum into 16 bits.
+fn fold(mut s: u32) -> u16 {
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+/// RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m') for one changed 16-bit word.
+pub fn csum_update16(csum: u16, old: u16, new: u16) -> u16 {
+    let s = (!csum as u32) + (!old as u32) + (new as u32);
+    !fold(s)
+}
+
+/// Internet checksum of `b` (used to build and verify headers in tests and packet-outs).
+pub fn inet_csum(b: &[u8]) -> u16 {
+    let mut s: u32 = 0;
+    for c in b.chunks(2) {
+        let w = if c.len() == 2 { u16::from_be_bytes([c[0], c[1]]) } else { (c[0] as u16) << 8 };
+        s += w as u32;
+    }
+    !fold(s)
+}
+
+fn rd16(f: &[u8], o: usize) -> u16 {
+    u16::from_be_bytes([f[o], f[o + 1]])
+}
+
+fn wr16(f: &mut [u8], o: usize, v: u16) {
+    f[o..o + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Replaces the 16-bit word at `o` and patches the checksum at `csum_off` accordingly.
+fn replace16(f: &mut [u8], o: usize, new: u16, csum_off: Option<usize>) {
+    let old = rd16(f, o);
+    if old == new {
+        return;
+    }
+    wr16(f, o, new);
+    if let Some(c) = csum_off {
+        let cs = rd16(f, c);
+        wr16(f, c, csum_update16(cs, old, new));
+    }
+}
+
+/// Where the L4 checksum lives, if the transport carries one we must maintain.
+fn l4_csum_off(k: &Key, f: &[u8]) -> Option<usize> {
+    let l4 = k.l4?;
+    match k.ip_proto? {
+        IPPROTO_TCP => Some(l4 + 16),
+        // A zero UDP checksum over IPv4 means "none" and must stay zero.
+        IPPROTO_UDP if k.is_ipv4 && rd16(f, l4 + 6) == 0 => None,
+        IPPROTO_UDP => Some(l4 + 6),
+        IPPROTO_ICMPV6 => Some(l4 + 2),
+        _ => None,
+    }
+}
+
+/// Sets the IPv4 TOS byte (DSCP/ECN) and patches the header checksum.
+pub fn set_ipv4_tos(f: &mut [u8], k: &Key, tos: u8) {
+    let l3 = k.l3;
+    let old = rd16(f, l3);
+    let new = (old & 0xff00) | tos as u16;
+    replace16(f, l3, new, Some(l3 + 10));
+}
+
+fn set_ipv6_tclass(f: &mut [u8], k: &Key, tc: u8) {
+    let l3 = k.l3;
+    let w0 = u32::from_be_bytes([f[l3], f[l3 + 1], f[l3 + 2], f[l3 + 3]]);
+    let w = (w0 & 0xf00f_ffff) | ((tc as u32) << 20);
+    f[l3..l3 + 4].copy_from_slice(&w.to_be_bytes());
+}
+
+/// Sets the ECN bits of an IP packet (IPv4: header checksum fixed).
+pub fn set_ecn(f: &mut [u8], k: &Key, ecn: u8) {
+    let tos = (k.ip_tos & 0xfc) | (ecn & 3);
+    if k.is_ipv4 {
+        set_ipv4_tos(f, k, tos)
+    } else if k.is_ipv6 {
+        set_ipv6_tclass(f, k, tos)
+    }
+}
+
+/// Decrements the IP TTL / hop limit. Returns false when it would reach zero (drop).
+pub fn dec_ttl(f: &mut [u8], k: &Key) -> bool {
+    set_ttl_inner(f, k, None)
+}
+
+pub fn set_ttl(f: &mut [u8], k: &Key, ttl: u8) {
+    set_ttl_inner(f, k, Some(ttl));
+}
+
+fn set_ttl_inner(f: &mut [u8], k: &Key, ttl: Option<u8>) -> bool {
+    if k.is_ipv4 {
+        let o = k.l3 + 8;
+        let cur = f[o];
+        let new = match ttl {
+            Some(t) => t,
+            None if cur <= 1 => return false,
+            None => cur - 1,
+        };
+        let old16 = rd16(f, o);
+        let new16 = ((new as u16) << 8) | (old16 & 0xff);
+        replace16(f, o, new16, Some(k.l3 + 10));
+        true
+    } else if k.is_ipv6 {
+        let o = k.l3 + 7;
+        let cur = f[o];
+        f[o] = match ttl {
+            Some(t) => t,
+            None if cur <= 1 => return false,
+            None => cur - 1,
+        };
+        true
+    } else {
+        true
+    }
+}
+
+/// Applies OXM set_field of `field` to `value` (already validated width). Returns false if
+/// the packet lacks the header (the action is then a no-op, as on hardware switches).
+pub fn set_field(f: &mut [u8], k: &Key, field: Field, value: &[u8]) -> bool {
+    use Field::*;
+    let v16 = || u16::from_be_bytes([value[0], value[1]]);
+    match field {
+        EthDst => f[0..6].copy_from_slice(value),
+        EthSrc => f[6..12].copy_from_slice(value),
+        VlanVid | VlanPcp => {
+            if k.vlan_tci.is_none() {
+                return false;
+            }
+            let tci = rd16(f, 14);
+            let tci = if field == VlanVid {
+                (tci & 0xf000) | (v16() & 0x0fff)
+            } else {
+                (tci & 0x1fff) | (((value[0] & 7) as u16) << 13)
+            };
+            wr16(f, 14, tci);
+        }
+        IpDscp if k.is_ip() => {
+            let tos = (value[0] << 2) | (k.ip_tos & 3);
+            if k.is_ipv4 {
+                set_ipv4_tos(f, k, tos)
+            } else {
+                set_ipv6_tclass(f, k, tos)
+            }
+        }
+        IpEcn if k.is_ip() => set_ecn(f, k, value[0]),
+        Ipv4Src | Ipv4Dst if k.is_ipv4 => {
+            let o = k.l3 + if field == Ipv4Src { 12 } else { 16 };
+            let l4c = l4_csum_off(k, f).filter(|_| k.ip_proto != Some(IPPROTO_ICMPV6));
+            for i in 0..2 {
+                let new = u16::from_be_bytes([value[2 * i], value[2 * i + 1]]);
+                // The address is under both the IP header checksum and the L4 pseudo-header.
+                let old = rd16(f, o + 2 * i);
+                replace16(f, o + 2 * i, new, Some(k.l3 + 10));
+                if let Some(c) = l4c {
+                    let cs = rd16(f, c);
+                    wr16(f, c, csum_update16(cs, old, new));
+                }
+            }
+        }
+        Ipv6Src | Ipv6Dst if k.is_ipv6 => {
+            let o = k.l3 + if field == Ipv6Src { 8 } else { 24 };
+            let l4c = l4_csum_off(k, f);
+            for i in 0..8 {
+                let new = u16::from_be_bytes([value[2 * i], value[2 * i + 1]]);
+                replace16(f, o + 2 * i, new, l4c);
+            }
+        }
+        TcpSrc | TcpDst | UdpSrc | UdpDst | SctpSrc | SctpDst => {
+            let Some(l4) = k.l4 else { return false };
+            let want = match field {
+                TcpSrc | TcpDst => IPPROTO_TCP,
+                UdpSrc | UdpDst => IPPROTO_UDP,
+                _ => IPPROTO_SCTP,
+            };
+            if k.ip_proto != Some(want) {
+                return false;
+            }
+            let o = l4 + if matches!(field, TcpSrc | UdpSrc | SctpSrc) { 0 } else { 2 };
+            // SCTP uses CRC32c over the whole packet; we do not recompute it.
+            let c = if want == IPPROTO_SCTP { None } else { l4_csum_off(k, f) };
+            replace16(f, o, v16(), c);
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// Pushes a VLAN tag with TPID `tpid`. The new tag copies VID/PCP from an existing outer
+/// tag (OpenFlow 1.3 semantics); otherwise it starts at 0.
+pub fn push_vlan(f: &mut Vec<u8>, k: &Key, tpid: u16) {
+    if f.len() < 14 {
+        return;
+    }
+    let tci = k.vlan_tci.unwrap_or(0);
+    let mut tag = [0u8; 4];
+    tag[0..2].copy_from_slice(&tpid.to_be_bytes());
+    tag[2..4].copy_from_slice(&tci.to_be_bytes());
+    f.splice(12..12, tag);
+}
+
+pub fn pop_vlan(f: &mut Vec<u8>, k: &Key) {
+    if k.vlan_tci.is_some() && f.len() >= 18 {
+        f.drain(12..16);
+    }
+}
+
+#[cfg(test)]
+pub mod testpkt {
+    //! Frame builders shared by unit tests.
+    use super::*;
+
+    pub fn ipv4_udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, tos: u8, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0x08, 0x00];
+        let tot = 20 + 8 + payload.len();
+        let mut ip = vec![0x45, tos];
+        ip.extend_from_slice(&(tot as u16).to_be_bytes());
+        ip.extend_from_slice(&[0, 1, 0x40, 0, 64, IPPROTO_UDP, 0, 0]);
+        ip.extend_from_slice(&src);
+        ip.extend_from_slice(&dst);
+        let c = inet_csum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&ip);
+        let mut udp = Vec::new();
+        udp.extend_from_slice(&sport.to_be_bytes());
+        udp.extend_from_slice(&dport.to_be_bytes());
+        udp.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        udp.extend_from_slice(&[0, 0]);
+        udp.extend_from_slice(payload);
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&src);
+        pseudo.extend_from_slice(&dst);
+        pseudo.extend_from_slice(&[0, IPPROTO_UDP]);
+        pseudo.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        pseudo.extend_from_slice(&udp);
+        let c = inet_csum(&pseudo);
+        udp[6..8].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&udp);
+        f
+    }
+
+    /// Verifies IPv4 header and UDP checksums of a frame built by `ipv4_udp`.
+    pub fn checksums_ok(f: &[u8]) -> bool {
+        let k = Key::parse(f, 1);
+        let l3 = k.l3;
+        if inet_csum(&f[l3..l3 + 20]) != 0 {
+            return false;
+        }
+        let l4 = k.l4.unwrap();
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&f[l3 + 12..l3 + 20]);
+        pseudo.extend_from_slice(&[0, f[l3 + 9]]);
+        pseudo.extend_from_slice(&((f.len() - l4) as u16).to_be_bytes());
+        pseudo.extend_from_slice(&f[l4..]);
+        inet_csum(&pseudo) == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testpkt::*;
+    use super::*;
+
+    #[test]
+    fn parse_udp() {
+        let f = ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 1234, 80, 0x02, b"hello");
+        let k = Key::parse(&f, 3);
+        assert_eq!(k.get(Field::InPort), Some(3));
+        assert_eq!(k.get(Field::EthType), Some(0x0800));
+        assert_eq!(k.get(Field::UdpDst), Some(80));
+        assert_eq!(k.get(Field::TcpDst), None);
+        assert_eq!(k.get(Field::IpEcn), Some(2));
+        assert_eq!(k.get(Field::VlanVid), Some(0));
+        assert!(checksums_ok(&f));
+    }
+
+    #[test]
+    fn set_fields_keep_checksums_valid() {
+        let mut f = ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 1234, 80, 0x02, b"hello world");
+        let k = Key::parse(&f, 1);
+        set_field(&mut f, &k, Field::Ipv4Dst, &[192, 168, 7, 9]);
+        let k = Key::parse(&f, 1);
+        set_field(&mut f, &k, Field::UdpSrc, &[0x12, 0x34]);
+        let k = Key::parse(&f, 1);
+        set_ecn(&mut f, &k, 3);
+        let k = Key::parse(&f, 1);
+        assert!(dec_ttl(&mut f, &k));
+        assert!(checksums_ok(&f));
+        let k = Key::parse(&f, 1);
+        assert_eq!(k.ipv4_dst, 0xc0a8_0709);
+        assert_eq!(k.tp_src, 0x1234);
+        assert_eq!(k.ip_tos & 3, 3);
+        assert_eq!(k.ip_ttl, 63);
+    }
+
+    #[test]
+    fn vlan_push_pop() {
+        let orig = ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 0, b"x");
+        let mut f = orig.clone();
+        let k = Key::parse(&f, 1);
+        push_vlan(&mut f, &k, 0x8100);
+        let k = Key::parse(&f, 1);
+        assert_eq!(k.get(Field::VlanVid), Some(0x1000));
+        set_field(&mut f, &k, Field::VlanVid, &[0x10, 0x05]);
+        let k = Key::parse(&f, 1);
+        assert_eq!(k.get(Field::VlanVid), Some(0x1005));
+        assert_eq!(k.get(Field::EthType), Some(0x0800));
+        assert_eq!(k.get(Field::UdpDst), Some(2));
+        pop_vlan(&mut f, &k);
+        assert_eq!(f, orig);
+    }
+
+    #[test]
+    fn short_frames_do_not_panic() {
+        for n in 0..80 {
+            let f = ipv4_udp([1, 2, 3, 4], [5, 6, 7, 8], 1, 2, 0, b"abcdefgh");
+            let k = Key::parse(&f[..n.min(f.len())], 1);
+            let _ = k.flow_hash();
+        }
+    }
+}
