@@ -570,6 +570,9 @@ fn set_ttl_inner(f: &mut [u8], k: &Key, ttl: Option<u8>) -> bool {
 /// the packet lacks the header (the action is then a no-op, as on hardware switches).
 pub fn set_field(f: &mut [u8], k: &Key, field: Field, value: &[u8]) -> bool {
     use Field::*;
+    if f.len() < 14 || value.len() < field.width() {
+        return false;
+    }
     let v16 = || u16::from_be_bytes([value[0], value[1]]);
     match field {
         EthDst => f[0..6].copy_from_slice(value),

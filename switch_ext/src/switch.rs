@@ -12,7 +12,7 @@ use crate::conn::{Backoff, Conn, Event, State, WBUF_SOFT_CAP};
 use crate::datapath::{Datapath, DpConfig};
 use crate::group::Rng;
 use crate::linkem::{Egress, Enqueue};
-use crate::ofp::codec::{Body, Msg, PortDesc};
+use crate::ofp::codec::{error_msg, Body, Msg, OfpErr, PortDesc};
 use crate::ofp::consts::*;
 use crate::sys::{self, Epoll, LinkMonitor, PacketSocket, RxBatch, Timer};
 
@@ -270,7 +270,18 @@ impl Switch {
                     p.counters.rx_packets += 1;
                     p.counters.rx_bytes += frame.len() as u64;
                 }
-                self.dp.process_packet(port_no, frame, now);
+                // Defence in depth: a bug on one odd frame must not take the switch down.
+                let dp = &mut self.dp;
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    dp.process_packet(port_no, frame, now)
+                }))
+                .is_err()
+                {
+                    self.dp.out.clear();
+                    if let Some(p) = self.dp.ports.get_mut(&port_no) {
+                        p.counters.rx_errors += 1;
+                    }
+                }
             }
             // Route as we go so a large burst does not pile up in dp.out.
             self.route_outputs(now);
@@ -413,7 +424,14 @@ impl Switch {
                         self.backoff.reset();
                     }
                     Event::Msg(raw) => {
-                        self.dp.handle_raw(&raw, now);
+                        let dp = &mut self.dp;
+                        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dp.handle_raw(&raw, now)))
+                            .is_err()
+                        {
+                            let xid = u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]);
+                            let err = OfpErr::new(OFPET_BAD_REQUEST, OFPBRC_EPERM);
+                            self.dp.ctrl.push(error_msg(xid, err, &raw));
+                        }
                         // Packet-outs produce frames; route them in order with replies.
                         self.route_outputs(now);
                     }

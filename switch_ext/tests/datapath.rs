@@ -1,0 +1,490 @@
+//! Pipeline behaviour on the in-memory datapath: flow mods and packets in, frames and
+//! controller messages out (no sockets, no clock: time is an argument).
+
+use std::collections::HashMap;
+
+use dcnlab_switch::datapath::{Datapath, DpConfig, FailMode};
+use dcnlab_switch::group::SelectMode;
+use dcnlab_switch::ofp::codec::*;
+use dcnlab_switch::ofp::consts::*;
+
+const SEC: u64 = 1_000_000_000;
+
+fn dp_with(mode: SelectMode, fail: FailMode, ports: u32) -> Datapath {
+    let mut dp = Datapath::new(DpConfig {
+        name: "s1".into(),
+        dpid: 1,
+        n_tables: 4,
+        select_mode: mode,
+        fail_mode: fail,
+        seed: 42,
+    });
+    for p in 1..=ports {
+        dp.add_port(
+            PortDesc { port_no: p, hw_addr: [2, 0, 0, 0, 0, p as u8], ..Default::default() },
+            true,
+            0,
+        );
+    }
+    dp.connected = true;
+    dp
+}
+
+fn send(dp: &mut Datapath, body: Body) -> Vec<Msg> {
+    dp.handle_raw(&Msg::new(9, body).encode(), 0);
+    std::mem::take(&mut dp.ctrl)
+}
+
+fn basic(field: u8, v: &[u8]) -> Oxm {
+    Oxm::basic(field, v.to_vec(), None)
+}
+
+fn add_flow(dp: &mut Datapath, table: u8, prio: u16, fields: Vec<Oxm>, instrs: Vec<Instruction>) {
+    add_flow_ex(dp, table, prio, fields, instrs, 0, 0, 0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn add_flow_ex(
+    dp: &mut Datapath,
+    table: u8,
+    prio: u16,
+    fields: Vec<Oxm>,
+    instrs: Vec<Instruction>,
+    idle: u16,
+    hard: u16,
+    flags: u16,
+) {
+    let r = send(
+        dp,
+        Body::FlowMod(Box::new(FlowMod {
+            cookie: 5,
+            cookie_mask: 0,
+            table_id: table,
+            command: OFPFC_ADD,
+            idle_timeout: idle,
+            hard_timeout: hard,
+            priority: prio,
+            buffer_id: OFP_NO_BUFFER,
+            out_port: OFPP_ANY,
+            out_group: OFPG_ANY,
+            flags,
+            matches: Match { fields },
+            instructions: instrs,
+        })),
+    );
+    assert!(r.is_empty(), "flow mod rejected: {r:?}");
+}
+
+fn out(port: u32) -> Action {
+    Action::Output { port, max_len: 0 }
+}
+
+fn apply(a: Vec<Action>) -> Vec<Instruction> {
+    vec![Instruction::ApplyActions(a)]
+}
+
+/// UDP/IPv4 frame with the given ports (a "flow").
+fn udp(sport: u16, dport: u16) -> Vec<u8> {
+    let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0x08, 0x00];
+    let mut ip = vec![0x45, 0, 0, 36, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+    let c = dcnlab_switch::packet::inet_csum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&[0, 16, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    f
+}
+
+fn select_group(dp: &mut Datapath, gid: u32, gtype: u8, buckets: Vec<(u16, u32, u32)>) {
+    let r = send(
+        dp,
+        Body::GroupMod(GroupMod {
+            command: OFPGC_ADD,
+            group_type: gtype,
+            group_id: gid,
+            buckets: buckets
+                .into_iter()
+                .map(|(weight, watch_port, port)| Bucket {
+                    weight,
+                    watch_port,
+                    watch_group: OFPG_ANY,
+                    actions: vec![out(port)],
+                })
+                .collect(),
+        }),
+    );
+    assert!(r.is_empty(), "{r:?}");
+}
+
+fn ports_used(dp: &mut Datapath, frames: impl Iterator<Item = Vec<u8>>) -> HashMap<u32, usize> {
+    let mut m = HashMap::new();
+    for f in frames {
+        dp.process_packet(1, f, 0);
+        for o in dp.out.drain(..) {
+            *m.entry(o.port).or_default() += 1;
+        }
+    }
+    m
+}
+
+#[test]
+fn select_modes_through_the_pipeline() {
+    for (mode, per_packet) in [(SelectMode::Hash, false), (SelectMode::Rr, true), (SelectMode::Random, true)]
+    {
+        let mut dp = dp_with(mode, FailMode::Secure, 3);
+        select_group(&mut dp, 1, OFPGT_SELECT, vec![(1, OFPP_ANY, 2), (1, OFPP_ANY, 3)]);
+        add_flow(&mut dp, 0, 10, vec![], apply(vec![Action::Group(1)]));
+        // One flow, 1000 packets.
+        let used = ports_used(&mut dp, (0..1000).map(|_| udp(1000, 2000)));
+        if per_packet {
+            assert!(used[&2] > 400 && used[&3] > 400, "{mode:?}: {used:?}");
+        } else {
+            assert_eq!(used.len(), 1, "hash keeps one flow on one path: {used:?}");
+            // ... and spreads many flows.
+            let used = ports_used(&mut dp, (0..200).map(|i| udp(1000 + i, 2000)));
+            assert_eq!(used.len(), 2, "{used:?}");
+        }
+    }
+}
+
+#[test]
+fn experimenter_sets_per_group_mode() {
+    let mut dp = dp_with(SelectMode::Hash, FailMode::Secure, 3);
+    select_group(&mut dp, 1, OFPGT_SELECT, vec![(1, OFPP_ANY, 2), (1, OFPP_ANY, 3)]);
+    add_flow(&mut dp, 0, 10, vec![], apply(vec![Action::Group(1)]));
+    let mut data = 1u32.to_be_bytes().to_vec();
+    data.extend_from_slice(&[2, 0, 0, 0]); // rr
+    let r = send(
+        &mut dp,
+        Body::Experimenter {
+            experimenter: DCNLAB_EXPERIMENTER_ID,
+            exp_type: DCNLAB_SET_GROUP_SELECT_MODE,
+            data,
+        },
+    );
+    assert!(r.is_empty(), "{r:?}");
+    let used = ports_used(&mut dp, (0..10).map(|_| udp(1, 2)));
+    assert_eq!((used[&2], used[&3]), (5, 5));
+    // Bad mode value and bad length are rejected with an error, nothing changes.
+    let r = send(
+        &mut dp,
+        Body::Experimenter {
+            experimenter: DCNLAB_EXPERIMENTER_ID,
+            exp_type: DCNLAB_SET_GROUP_SELECT_MODE,
+            data: vec![0, 0, 0, 1, 9, 0, 0, 0],
+        },
+    );
+    assert!(matches!(r[0].body, Body::Error { typ: OFPET_BAD_REQUEST, code: OFPBRC_EPERM, .. }));
+    let r = send(
+        &mut dp,
+        Body::Experimenter {
+            experimenter: DCNLAB_EXPERIMENTER_ID,
+            exp_type: DCNLAB_SET_GROUP_SELECT_MODE,
+            data: vec![0; 5],
+        },
+    );
+    assert!(matches!(r[0].body, Body::Error { typ: OFPET_BAD_REQUEST, code: OFPBRC_BAD_LEN, .. }));
+}
+
+#[test]
+fn weighted_rr_and_dead_buckets() {
+    let mut dp = dp_with(SelectMode::Rr, FailMode::Secure, 4);
+    select_group(&mut dp, 1, OFPGT_SELECT, vec![(3, 2, 2), (1, 3, 3), (1, 4, 4)]);
+    add_flow(&mut dp, 0, 10, vec![], apply(vec![Action::Group(1)]));
+    let used = ports_used(&mut dp, (0..500).map(|_| udp(1, 2)));
+    assert_eq!((used[&2], used[&3], used[&4]), (300, 100, 100));
+    dp.set_link(2, false);
+    let st = std::mem::take(&mut dp.ctrl);
+    assert!(
+        matches!(&st[0].body, Body::PortStatus { reason: OFPPR_MODIFY, desc } if desc.state & OFPPS_LINK_DOWN != 0)
+    );
+    let used = ports_used(&mut dp, (0..100).map(|_| udp(1, 2)));
+    assert_eq!(used.get(&2), None);
+    assert_eq!((used[&3], used[&4]), (50, 50));
+}
+
+#[test]
+fn fast_failover_follows_carrier() {
+    let mut dp = dp_with(SelectMode::Hash, FailMode::Secure, 3);
+    select_group(&mut dp, 1, OFPGT_FF, vec![(0, 2, 2), (0, 3, 3)]);
+    add_flow(&mut dp, 0, 10, vec![], apply(vec![Action::Group(1)]));
+    assert_eq!(ports_used(&mut dp, std::iter::once(udp(1, 2))).keys().collect::<Vec<_>>(), vec![&2]);
+    dp.set_link(2, false);
+    assert_eq!(ports_used(&mut dp, std::iter::once(udp(1, 2))).keys().collect::<Vec<_>>(), vec![&3]);
+    dp.set_link(3, false);
+    assert!(ports_used(&mut dp, std::iter::once(udp(1, 2))).is_empty());
+    dp.set_link(2, true);
+    assert_eq!(ports_used(&mut dp, std::iter::once(udp(1, 2))).keys().collect::<Vec<_>>(), vec![&2]);
+}
+
+#[test]
+fn all_group_and_flood_copy_the_packet() {
+    let mut dp = dp_with(SelectMode::Hash, FailMode::Secure, 4);
+    select_group(&mut dp, 1, OFPGT_ALL, vec![(0, OFPP_ANY, 2), (0, OFPP_ANY, 3)]);
+    add_flow(&mut dp, 0, 10, vec![basic(0, &1u32.to_be_bytes())], apply(vec![Action::Group(1)]));
+    add_flow(&mut dp, 0, 10, vec![basic(0, &2u32.to_be_bytes())], apply(vec![out(OFPP_FLOOD)]));
+    let used = ports_used(&mut dp, std::iter::once(udp(1, 2)));
+    assert_eq!(used.len(), 2);
+    dp.process_packet(2, udp(1, 2), 0);
+    let mut ports: Vec<u32> = dp.out.drain(..).map(|o| o.port).collect();
+    ports.sort();
+    assert_eq!(ports, vec![1, 3, 4], "flood excludes the input port");
+}
+
+#[test]
+fn goto_write_actions_metadata_and_set_field() {
+    let mut dp = dp_with(SelectMode::Hash, FailMode::Secure, 3);
+    add_flow(
+        &mut dp,
+        0,
+        10,
+        vec![],
+        vec![
+            Instruction::WriteActions(vec![out(2)]),
+            Instruction::WriteMetadata { metadata: 0x7, mask: 0xff },
+            Instruction::GotoTable(1),
+        ],
+    );
+    // Table 1 matches the metadata, rewrites ip_dscp and replaces the output.
+    add_flow(
+        &mut dp,
+        1,
+        10,
+        vec![basic(2, &7u64.to_be_bytes())],
+        vec![
+            Instruction::ApplyActions(vec![Action::SetField(basic(8, &[46]))]),
+            Instruction::WriteActions(vec![out(3)]),
+        ],
+    );
+    dp.process_packet(1, udp(1, 2), 0);
+    let o: Vec<_> = dp.out.drain(..).collect();
+    assert_eq!(o.len(), 1);
+    assert_eq!(o[0].port, 3);
+    assert_eq!(o[0].frame[15] >> 2, 46);
+    assert_eq!(dcnlab_switch::packet::inet_csum(&o[0].frame[14..34]), 0, "IP checksum still valid");
+}
+
+#[test]
+fn vlan_tags_survive_and_push_pop_work() {
+    let mut dp = dp_with(SelectMode::Hash, FailMode::Secure, 3);
+    add_flow(&mut dp, 0, 10, vec![basic(6, &[0x10, 0x0a])], apply(vec![out(2)]));
+    add_flow(
+        &mut dp,
+        0,
+        5,
+        vec![basic(6, &[0, 0])],
+        apply(vec![Action::PushVlan(0x8100), Action::SetField(basic(6, &[0x10, 0x0b])), out(3)]),
+    );
+    let mut tagged = udp(1, 2);
+    tagged.splice(12..12, [0x81, 0x00, 0x20, 0x0a]);
+    dp.process_packet(1, tagged.clone(), 0);
+    let o: Vec<_> = dp.out.drain(..).collect();
+    assert_eq!((o[0].port, &o[0].frame), (2, &tagged), "tagged frame forwarded unchanged");
+    dp.process_packet(1, udp(1, 2), 0);
+    let o: Vec<_> = dp.out.drain(..).collect();
+    assert_eq!(o[0].port, 3);
+    assert_eq!(&o[0].frame[12..16], &[0x81, 0x00, 0x00, 0x0b]);
+    assert_eq!(&o[0].frame[16..], &udp(1, 2)[12..]);
+}
+
+#[test]
+fn timeouts_send_flow_removed() {
+    let mut dp = dp_with(SelectMode::Hash, FailMode::Secure, 2);
+    add_flow_ex(
+        &mut dp,
+        0,
+        10,
+        vec![basic(0, &1u32.to_be_bytes())],
+        apply(vec![out(2)]),
+        2,
+        0,
+        OFPFF_SEND_FLOW_REM,
+    );
+    add_flow_ex(
+        &mut dp,
+        0,
+        11,
+        vec![basic(0, &2u32.to_be_bytes())],
+        apply(vec![out(1)]),
+        0,
+        3,
+        OFPFF_SEND_FLOW_REM,
+    );
+    dp.process_packet(1, udp(1, 2), SEC); // refresh idle at t=1s
+    dp.tick(2 * SEC + SEC / 2);
+    assert!(dp.ctrl.is_empty());
+    dp.tick(3 * SEC);
+    let m: Vec<_> = dp.ctrl.drain(..).collect();
+    let reasons: Vec<u8> = m
+        .iter()
+        .map(|m| match &m.body {
+            Body::FlowRemoved(f) => f.reason,
+            b => panic!("{b:?}"),
+        })
+        .collect();
+    assert_eq!(reasons.len(), 2);
+    assert!(reasons.contains(&OFPRR_IDLE_TIMEOUT) && reasons.contains(&OFPRR_HARD_TIMEOUT));
+    assert!(dp.tables[0].entries.is_empty());
+}
+
+#[test]
+fn group_delete_removes_its_flows() {
+    let mut dp = dp_with(SelectMode::Hash, FailMode::Secure, 3);
+    select_group(&mut dp, 1, OFPGT_INDIRECT, vec![(0, OFPP_ANY, 2)]);
+    add_flow_ex(&mut dp, 0, 10, vec![], apply(vec![Action::Group(1)]), 0, 0, OFPFF_SEND_FLOW_REM);
+    let r = send(
+        &mut dp,
+        Body::GroupMod(GroupMod { command: OFPGC_DELETE, group_type: 0, group_id: 1, buckets: vec![] }),
+    );
+    assert!(matches!(&r[0].body, Body::FlowRemoved(f) if f.reason == OFPRR_GROUP_DELETE));
+    assert!(dp.tables[0].entries.is_empty());
+    // A flow pointing at a missing group is refused.
+    let r = send(
+        &mut dp,
+        Body::FlowMod(Box::new(FlowMod {
+            cookie: 0,
+            cookie_mask: 0,
+            table_id: 0,
+            command: OFPFC_ADD,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            priority: 1,
+            buffer_id: OFP_NO_BUFFER,
+            out_port: OFPP_ANY,
+            out_group: OFPG_ANY,
+            flags: 0,
+            matches: Match::default(),
+            instructions: apply(vec![Action::Group(1)]),
+        })),
+    );
+    assert!(matches!(r[0].body, Body::Error { typ: OFPET_BAD_ACTION, code: OFPBAC_BAD_OUT_GROUP, .. }));
+}
+
+#[test]
+fn standalone_learns_when_disconnected_secure_does_not() {
+    let mut dp = dp_with(SelectMode::Hash, FailMode::Standalone, 3);
+    dp.connected = false;
+    let mut a_to_b = udp(1, 2); // src ..01 dst ..02
+    dp.process_packet(1, a_to_b.clone(), 0);
+    assert_eq!(dp.out.drain(..).count(), 2, "unknown destination floods");
+    let mut b_to_a = udp(2, 1);
+    b_to_a[0..6].copy_from_slice(&[0, 0, 0, 0, 0, 1]);
+    b_to_a[6..12].copy_from_slice(&[0, 0, 0, 0, 0, 2]);
+    dp.process_packet(2, b_to_a, 0);
+    assert_eq!(dp.out.drain(..).map(|o| o.port).collect::<Vec<_>>(), vec![1], "learned");
+    dp.process_packet(1, a_to_b.clone(), 0);
+    assert_eq!(dp.out.drain(..).map(|o| o.port).collect::<Vec<_>>(), vec![2]);
+
+    let mut secure = dp_with(SelectMode::Hash, FailMode::Secure, 3);
+    add_flow(&mut secure, 0, 10, vec![], apply(vec![out(3)]));
+    secure.connected = false;
+    a_to_b[0] = 0;
+    secure.process_packet(1, a_to_b, 0);
+    assert_eq!(secure.out.drain(..).map(|o| o.port).collect::<Vec<_>>(), vec![3], "flows kept and used");
+}
+
+#[test]
+fn packet_out_and_packet_in() {
+    let mut dp = dp_with(SelectMode::Hash, FailMode::Secure, 3);
+    add_flow(&mut dp, 0, 0, vec![], apply(vec![Action::Output { port: OFPP_CONTROLLER, max_len: 20 }]));
+    dp.process_packet(3, udp(1, 2), 0);
+    let m = dp.ctrl.pop().unwrap();
+    match m.body {
+        Body::PacketIn { reason, data, total_len, matches, buffer_id, .. } => {
+            assert_eq!(reason, OFPR_NO_MATCH);
+            assert_eq!(buffer_id, OFP_NO_BUFFER);
+            assert_eq!(data.len(), 20);
+            assert_eq!(total_len as usize, udp(1, 2).len());
+            assert_eq!(matches.fields[0].value, 3u32.to_be_bytes().to_vec());
+        }
+        b => panic!("{b:?}"),
+    }
+    let r = send(
+        &mut dp,
+        Body::PacketOut {
+            buffer_id: OFP_NO_BUFFER,
+            in_port: OFPP_CONTROLLER,
+            actions: vec![out(2)],
+            data: udp(5, 6),
+        },
+    );
+    assert!(r.is_empty());
+    assert_eq!(dp.out.drain(..).map(|o| o.port).collect::<Vec<_>>(), vec![2]);
+    // A buffer id we never handed out.
+    let r = send(&mut dp, Body::PacketOut { buffer_id: 7, in_port: 1, actions: vec![out(2)], data: vec![] });
+    assert!(matches!(r[0].body, Body::Error { typ: OFPET_BAD_REQUEST, code: OFPBRC_BUFFER_UNKNOWN, .. }));
+}
+
+#[test]
+fn flow_mod_errors_follow_the_spec() {
+    let mut dp = dp_with(SelectMode::Hash, FailMode::Secure, 2);
+    let base = FlowMod {
+        cookie: 0,
+        cookie_mask: 0,
+        table_id: 0,
+        command: OFPFC_ADD,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority: 1,
+        buffer_id: OFP_NO_BUFFER,
+        out_port: OFPP_ANY,
+        out_group: OFPG_ANY,
+        flags: 0,
+        matches: Match::default(),
+        instructions: vec![],
+    };
+    let cases: Vec<(FlowMod, u16, u16)> = vec![
+        (FlowMod { table_id: 7, ..base.clone() }, OFPET_FLOW_MOD_FAILED, OFPFMFC_BAD_TABLE_ID),
+        (FlowMod { command: 9, ..base.clone() }, OFPET_FLOW_MOD_FAILED, OFPFMFC_BAD_COMMAND),
+        (
+            FlowMod { instructions: vec![Instruction::GotoTable(0)], ..base.clone() },
+            OFPET_BAD_INSTRUCTION,
+            OFPBIC_BAD_TABLE_ID,
+        ),
+        (
+            FlowMod { instructions: apply(vec![out(0)]), ..base.clone() },
+            OFPET_BAD_ACTION,
+            OFPBAC_BAD_OUT_PORT,
+        ),
+        (
+            FlowMod { instructions: apply(vec![Action::SetField(basic(0, &[0, 0, 0, 1]))]), ..base.clone() },
+            OFPET_BAD_ACTION,
+            OFPBAC_BAD_SET_TYPE,
+        ),
+        (
+            FlowMod { instructions: apply(vec![Action::PushVlan(0x0800)]), ..base.clone() },
+            OFPET_BAD_ACTION,
+            OFPBAC_BAD_ARGUMENT,
+        ),
+        (
+            FlowMod { matches: Match { fields: vec![basic(13, &[0, 80])] }, ..base.clone() },
+            OFPET_BAD_MATCH,
+            OFPBMC_BAD_PREREQ,
+        ),
+        (
+            FlowMod { matches: Match { fields: vec![Oxm::basic(99, vec![1], None)] }, ..base.clone() },
+            OFPET_BAD_MATCH,
+            OFPBMC_BAD_FIELD,
+        ),
+    ];
+    for (fm, typ, code) in cases {
+        let r = send(&mut dp, Body::FlowMod(Box::new(fm.clone())));
+        match &r[..] {
+            [Msg { body: Body::Error { typ: t, code: c, .. }, xid: 9 }] => {
+                assert_eq!((*t, *c), (typ, code), "{fm:?}")
+            }
+            other => panic!("{fm:?}: {other:?}"),
+        }
+    }
+    // Overlap check.
+    let a = FlowMod {
+        flags: OFPFF_CHECK_OVERLAP,
+        matches: Match { fields: vec![basic(0, &1u32.to_be_bytes())] },
+        ..base.clone()
+    };
+    assert!(send(&mut dp, Body::FlowMod(Box::new(a))).is_empty());
+    let b = FlowMod { flags: OFPFF_CHECK_OVERLAP, ..base };
+    let r = send(&mut dp, Body::FlowMod(Box::new(b)));
+    assert!(matches!(r[0].body, Body::Error { typ: OFPET_FLOW_MOD_FAILED, code: OFPFMFC_OVERLAP, .. }));
+}
