@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -53,6 +54,7 @@ def switch_binary() -> str:
 
 
 _COUNTER = itertools.count()
+OFPT_HELLO = 0
 
 
 def _run(cmd: list[str], check: bool = True, **kw) -> subprocess.CompletedProcess:
@@ -241,3 +243,62 @@ def _listening(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+class FakeController:
+    """A scripted OpenFlow controller: one listening socket on loopback."""
+
+    def __init__(self) -> None:
+        self.port = free_tcp_port()
+        self.srv = socket.socket()
+        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.srv.bind(("127.0.0.1", self.port))
+        self.srv.listen(4)
+        self.srv.settimeout(15)
+        self.conn: socket.socket | None = None
+
+    def accept(self) -> None:
+        self.conn, _ = self.srv.accept()
+        self.conn.settimeout(5)
+
+    def recv(self) -> tuple[int, int, int, bytes]:
+        assert self.conn is not None
+        hdr = self._exact(8)
+        version, typ, length, xid = struct.unpack("!BBHI", hdr)
+        return version, typ, xid, hdr + self._exact(length - 8)
+
+    def recv_type(self, want: int) -> tuple[int, bytes]:
+        """Next message of type ``want`` (skipping e.g. port status or echo)."""
+        for _ in range(50):
+            _v, typ, xid, buf = self.recv()
+            if typ == want:
+                return xid, buf
+        raise AssertionError(f"no message of type {want}")
+
+    def _exact(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.conn.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed")
+            buf += chunk
+        return buf
+
+    def send(self, typ: int, xid: int, body: bytes = b"", version: int = 4) -> None:
+        self.conn.sendall(struct.pack("!BBHI", version, typ, 8 + len(body), xid) + body)
+
+    def handshake(self) -> None:
+        self.accept()
+        v, typ, _xid, _buf = self.recv()
+        assert (v, typ) == (4, OFPT_HELLO)
+        # Hello with a version bitmap element (only 1.3).
+        self.send(OFPT_HELLO, 1, struct.pack("!HHI", 1, 8, 1 << 4))
+
+    def close(self) -> None:
+        if self.conn:
+            self.conn.close()
+            self.conn = None
+
+    def shutdown(self) -> None:
+        self.close()
+        self.srv.close()
