@@ -16,7 +16,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import read_stats, wait_for
+from swext_net import read_stats, wait_for
 
 pytestmark = pytest.mark.network
 

@@ -13,8 +13,8 @@ import subprocess
 import time
 
 import pytest
-from conftest import FakeController
 from ryu.ofproto import ofproto_v1_3 as ofp
+from swext_net import FakeController
 
 pytestmark = pytest.mark.network
 

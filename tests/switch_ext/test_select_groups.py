@@ -13,10 +13,10 @@ import struct
 import time
 
 import pytest
-from conftest import FakeController, read_stats, wait_for
 from ryu.ofproto import ofproto_protocol
 from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
+from swext_net import FakeController, read_stats, wait_for
 
 pytestmark = pytest.mark.network
 
