@@ -14,8 +14,8 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import sys
+from collections.abc import Sequence
 from types import ModuleType
-from typing import Sequence
 
 _TARGET = "eventlet.wsgi"
 

@@ -53,11 +53,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Self
 
-from dcnlab.controller.runtime import ENV_STATE_FILE, ENV_TOPOLOGY, read_state
 from mininet.link import Link
 from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Node, RemoteController, Switch
+
+from dcnlab.controller.runtime import ENV_STATE_FILE, ENV_TOPOLOGY, read_state
 
 from .mininet_topos import DcnHost, DcnTCLink, SpecTopo
 from .ovs import OvsError, OvsInstance, find_binaries

@@ -22,8 +22,8 @@ the rule compiler can aggregate destinations by edge switch (/24) and pod (/16).
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator
 
 
 class SpecError(ValueError):
@@ -389,7 +389,8 @@ def _twopath(args: list[int], params: LinkParams) -> _Builder:
     # Per-interface link parameters: add the client's two links by hand.
     name = "h1"
     ifaces = []
-    for index, (sw, ip, lp) in enumerate(((p1, host_ip(0, 0, 1), fast), (p2, host_ip(1, 0, 1), slow))):
+    paths = ((p1, host_ip(0, 0, 1), fast), (p2, host_ip(1, 0, 1), slow))
+    for index, (sw, ip, lp) in enumerate(paths):
         port = b._port(sw)
         ifaces.append(Interface(ip, host_mac(ip), sw, port))
         b.links.append(LinkSpec(name, index, sw, port, lp))

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from dcnlab.topo.network import EmulationWarning, Network, NetworkError
 from dcnlab.topo.ovs import OvsInstance
 from dcnlab.topo.spec import SpecError, parse

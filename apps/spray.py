@@ -1,0 +1,58 @@
+"""Random packet spraying (seed 000): the ECMP groups, selecting a bucket per packet.
+
+OpenFlow 1.3 cannot say how a select group chooses its bucket.  On ``switch_ext``
+(which describes itself as mfr "dcnlab", hw "switch_ext") this app asks for per-packet
+selection with switch_ext's experimenter message: ``random`` (RPS, the default) or
+``rr`` (weighted round-robin, ofsoftswitch13's behaviour), from ``DCNLAB_SELECT_MODE``.
+Any other switch (Open vSwitch hashes per flow) gets a clear warning, once, and the
+fabric behaves as ECMP there.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any
+
+from ryu.ofproto import ofproto_v1_3 as ofp
+
+from dcnlab.controller.fabric_app import FabricApp
+from dcnlab.controller.runtime import ENV_SELECT_MODE
+
+SWITCH_EXT_EXPERIMENTER = 0x00DC0001
+EXP_SET_SELECT_MODE = 1
+SELECT_MODES = {"hash": 1, "rr": 2, "random": 3}
+
+
+def select_mode_message(dp: Any, mode: str, group_id: int = ofp.OFPG_ALL) -> Any:
+    """switch_ext's "set group select mode" (OFPG_ALL = the switch-wide default)."""
+    body = struct.pack("!IB3x", group_id, SELECT_MODES[mode])
+    return dp.ofproto_parser.OFPExperimenter(dp, SWITCH_EXT_EXPERIMENTER, EXP_SET_SELECT_MODE,
+                                             body)
+
+
+class Spray(FabricApp):
+    POLICY = "ecmp"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.select_mode = os.environ.get(ENV_SELECT_MODE, "random")
+        if self.select_mode not in ("random", "rr"):
+            raise ValueError(f"{ENV_SELECT_MODE}={self.select_mode!r}: use 'random' or 'rr'")
+        self.per_packet: set[int] = set()
+        self._warned_hashing = False
+
+    def switch_described(self, dp: Any, mfr: str, hw: str, sw: str) -> None:
+        if mfr == "dcnlab" and hw == "switch_ext":
+            dp.send_msg(select_mode_message(dp, self.select_mode))
+            self.per_packet.add(dp.id)
+            self.counters["per_packet_switches"] = len(self.per_packet)
+            return
+        self.counters["hashing_switches"] += 1
+        if not self._warned_hashing:
+            self._warned_hashing = True
+            self.warn(
+                f"switch {dp.id:#x} ({mfr} {hw}) can only hash select groups per flow: "
+                "spray behaves as ECMP on such switches; per-packet spraying needs "
+                "--switch ext"
+            )
