@@ -189,7 +189,12 @@ class _Materializer:
         if gid is None:
             gid = len(self._group_of) + 1
             self._group_of[hops] = gid
-            buckets = tuple(Bucket((("output", p),), 1, p) for p in hops)
+            # Switches hash a flow with the same function at every hop (OVS: the same
+            # hash, same bucket ids).  With one bucket order everywhere, a flow takes the
+            # same bucket index at every tier and half the cores of a fat-tree idle (hash
+            # polarization).  Rotating the order per switch acts as a per-switch seed.
+            rot = self.dpid % len(hops)
+            buckets = tuple(Bucket((("output", p),), 1, p) for p in hops[rot:] + hops[:rot])
             self.rules.groups[gid] = GroupEntry(gid, "select", buckets)
         return (("group", gid),)
 

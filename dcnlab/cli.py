@@ -1,0 +1,141 @@
+"""The ``dcnlab`` command.
+
+::
+
+    dcnlab up    --topo SPEC --app APP [--switch ovs|ext|ofss]   interactive network
+    dcnlab check --topo SPEC --app APP [--switch S]              smoke test, one JSON line
+    dcnlab run   EXPERIMENT.yaml [--out DIR]                     comparative experiment
+    dcnlab report DIR                                            re-render table and plots
+    dcnlab topo  SPEC                                            describe a topology spec
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from dcnlab.topo.spec import SpecError, parse
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _die(message: str, code: int = EXIT_USAGE) -> None:
+    print(f"dcnlab: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _require_root() -> None:
+    if os.geteuid() != 0:
+        _die("building a network needs root (Mininet creates namespaces and veths): "
+             "run with sudo")
+
+
+def _spec_arg(text: str) -> str:
+    try:
+        return parse(text).spec
+    except SpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    _require_root()
+    from mininet.cli import CLI
+
+    from dcnlab.check import app_module
+    from dcnlab.topo.network import Network
+
+    with Network(args.topo, app=app_module(args.app), switch=args.switch) as net:
+        print(f"dcnlab: {args.topo} with {args.app} on {args.switch} switches is up; "
+              f"controller log: {net.controller_log}; node names carry prefix {net.prefix}")
+        CLI(net.mn)
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    _require_root()
+    from dcnlab.check import check
+
+    result = check(args.topo, args.app, args.switch, args.select_mode)
+    print(result.line(), flush=True)
+    return 0 if result.ok else EXIT_FAILED
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    _require_root()
+    from dcnlab.benchmarks.engine import run_experiment
+
+    run_experiment(args.experiment, args.out, progress=not args.quiet)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from dcnlab.benchmarks.engine import report
+
+    report(args.dir)
+    return 0
+
+
+def _cmd_topo(args: argparse.Namespace) -> int:
+    spec = parse(args.spec)
+    tiers: dict[str, int] = {}
+    for s in spec.switches:
+        tiers[s.tier] = tiers.get(s.tier, 0) + 1
+    print(f"{spec.spec}: {len(spec.switches)} switches "
+          f"({', '.join(f'{n} {t}' for t, n in tiers.items())}), {len(spec.hosts)} hosts, "
+          f"{len(spec.links)} links; link defaults {spec.default_params}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dcnlab", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def network_args(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--topo", required=True, type=_spec_arg,
+                        help="topology spec, e.g. fattree:4 or spineleaf:4,4,4")
+        sp.add_argument("--app", required=True,
+                        help="app name (single_path, ecmp, spray, ...) or a Ryu module/file")
+        sp.add_argument("--switch", default="ovs", choices=("ovs", "ext", "ofss"),
+                        help="switch kind (default: ovs, userspace datapath)")
+
+    up = sub.add_parser("up", help="start a network and open the Mininet CLI")
+    network_args(up)
+    up.set_defaults(func=_cmd_up)
+
+    chk = sub.add_parser("check", help="smoke test: connectivity plus the app's invariant")
+    network_args(chk)
+    chk.add_argument("--select-mode", default="random", choices=("random", "rr"),
+                     help="per-packet selection asked by spray on switch_ext")
+    chk.set_defaults(func=_cmd_check)
+
+    run = sub.add_parser("run", help="run a comparative experiment")
+    run.add_argument("experiment", help="experiment YAML file")
+    run.add_argument("--out", default=None, help="output directory (default: results/<name>)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(func=_cmd_run)
+
+    rep = sub.add_parser("report", help="re-render table and plots from a results directory")
+    rep.add_argument("dir")
+    rep.set_defaults(func=_cmd_report)
+
+    topo = sub.add_parser("topo", help="parse and describe a topology spec")
+    topo.add_argument("spec", type=_spec_arg)
+    topo.set_defaults(func=_cmd_topo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("dcnlab: interrupted; everything this run started was stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
