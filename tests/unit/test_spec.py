@@ -1,0 +1,92 @@
+"""Topology spec strings: families, link options, addressing, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from dcnlab.topo.spec import SpecError, TopologySpec, parse
+
+
+@pytest.mark.parametrize(
+    ("spec", "switches", "hosts"),
+    [
+        ("fattree:4", 20, 16),
+        ("fattree:6", 45, 54),
+        ("fattree:48", 2880, 27648),
+        ("spineleaf:4,4,20", 8, 80),
+        ("threelayer", 16, 8),
+        ("incast:10", 1, 11),
+        ("dumbbell", 2, 7),
+        ("twopath", 3, 2),
+    ],
+)
+def test_family_sizes(spec: str, switches: int, hosts: int) -> None:
+    topo = parse(spec)
+    assert (len(topo.switches), len(topo.hosts)) == (switches, hosts)
+
+
+def test_fattree_structure_and_addressing() -> None:
+    topo = parse("fattree:4")
+    tiers = [s.tier for s in topo.switches]
+    assert (tiers.count("core"), tiers.count("agg"), tiers.count("edge")) == (4, 8, 8)
+    assert len(list(topo.fabric_links())) == 32
+    ips = [h.ip for h in topo.hosts]
+    assert len(set(ips)) == 16 and ips[0] == "10.0.0.1"
+    assert len({h.mac for h in topo.hosts}) == 16
+    # every switch port is used once
+    ports = [(lk.a, lk.a_port) for lk in topo.links] + [(lk.b, lk.b_port) for lk in topo.links]
+    assert len(ports) == len(set(ports))
+
+
+def test_link_options_apply_to_every_link() -> None:
+    topo = parse("fattree:4,rate=10M,delay=25us,jitter=1ms,buffer=100,ecn=20")
+    p = topo.default_params
+    assert (p.rate_mbit, p.delay_us, p.jitter_us, p.buffer_pkts, p.ecn_threshold_pkts) == (
+        10.0, 25, 1000, 100, 20)
+    assert all(lk.params == p for lk in topo.links)
+    assert parse("fattree:4,buffer=64KB").default_params.buffer_bytes == 65536
+    assert topo.spec == "fattree:4,rate=10M,delay=25us,jitter=1ms,buffer=100,ecn=20"
+
+
+def test_dumbbell_groups_have_the_seed_access_delays() -> None:
+    topo = parse("dumbbell:8,2")
+    delays = {lk.a: lk.params.delay_us for lk in topo.host_links()}
+    groups = {h.name: h.group for h in topo.hosts if h.role == "client"}
+    a = [delays[h] for h, g in groups.items() if g == "A"]
+    b = [delays[h] for h, g in groups.items() if g == "B"]
+    assert min(a) == 2000 and max(a) == 6000 and min(b) == 10000 and max(b) == 16000
+    assert [h.role for h in topo.hosts].count("udp") == 2
+
+
+def test_twopath_client_has_two_interfaces() -> None:
+    client = parse("twopath").host("h1")
+    assert len(client.interfaces) == 2
+    assert client.interfaces[0].switch != client.interfaces[1].switch
+
+
+def test_dict_round_trip() -> None:
+    topo = parse("spineleaf:2,3,2,rate=50M")
+    again = TopologySpec.from_dict(topo.to_dict())
+    assert again == topo
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ("fatree:4", "unknown family"),
+        ("fattree:5", "even K"),
+        ("fattree:x", "not an integer"),
+        ("spineleaf:1,2", "takes 3..3 numbers"),
+        ("fattree:4,foo=1", "unknown link option"),
+        ("fattree:4,rate=-1", "rate must be positive"),
+        ("fattree:4,rate=10M,2", "numbers must come before"),
+        ("incast:0", "1 <= N"),
+        ("spineleaf:1,1,300", "addressing overflow"),
+    ],
+)
+def test_bad_specs_say_why_and_list_valid_forms(spec: str, why: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse(spec)
+    text = str(err.value)
+    assert why in text
+    assert "valid forms:" in text and "fattree:K" in text and "spineleaf:S,L,H" in text
