@@ -49,6 +49,10 @@ from dcnlab.topo.spec import TopologySpec
 ENV_STATS_INTERVAL = "DCNLAB_STATS_INTERVAL"
 STATE_WRITE_PERIOD = 0.2
 MAX_WARNINGS = 20
+# Discovery mode: until LLDP has been quiet this long, a port that looks host-facing may
+# still be an undiscovered fabric port, so ARP is neither learned from nor probed for.
+DISCOVERY_SETTLE = 3.0
+PROBE_INTERVAL = 1.0  # at most one probe per target address per interval
 
 
 def _text(value: Any) -> str:
@@ -98,6 +102,8 @@ class FabricApp(app_manager.RyuApp):
         self._compiled: dict[int, SwitchRules] = {}
         self._compiled_version = -1
         self._dirty = True
+        self._last_topology_event = time.monotonic()
+        self._last_probe: dict[str, float] = {}
         self._threads = [hub.spawn(self._state_writer)]
         if self.stats_interval > 0:
             self._threads.append(hub.spawn(self._stats_poller))
@@ -158,6 +164,12 @@ class FabricApp(app_manager.RyuApp):
         self._dirty = True
 
     @property
+    def settled(self) -> bool:
+        """Discovery mode: LLDP has been quiet long enough to trust host-facing ports."""
+        return not discovery_mode() or (
+            time.monotonic() - self._last_topology_event >= DISCOVERY_SETTLE)
+
+    @property
     def ready(self) -> bool:
         if self.expected:
             return self.expected <= self.synced
@@ -176,7 +188,9 @@ class FabricApp(app_manager.RyuApp):
             "ready": self.ready,
             "counters": dict(self.counters),
             "warnings": list(self.warnings),
+            "links": sum(1 for *_, up in self.view.links() if up),
             "links_down": [[a, b] for a, _, b, _, up in self.view.links() if not up],
+            "settled": self.settled,
             "hosts": len(self.view.hosts),
             "descriptions": {str(k): v for k, v in self.descriptions.items()},
             "entries": {str(d): {"flows": len(r.flows), "groups": len(r.groups)}
@@ -187,7 +201,10 @@ class FabricApp(app_manager.RyuApp):
         }
 
     def _state_writer(self) -> None:
+        settled = self.settled
         while True:
+            if settled != self.settled:
+                settled, self._dirty = self.settled, True
             if self._dirty and self.state_path:
                 self._dirty = False
                 try:
@@ -211,6 +228,7 @@ class FabricApp(app_manager.RyuApp):
         self.datapaths[dp.id] = dp
         if discovery_mode():
             self.view.add_switch(dp.id)
+            self._last_topology_event = time.monotonic()
         dp.send_msg(parser.OFPDescStatsRequest(dp, 0))
         dp.send_msg(parser.OFPPortDescStatsRequest(dp, 0))
         self.resync(dp)
@@ -304,6 +322,7 @@ class FabricApp(app_manager.RyuApp):
 
     def _link_event(self, link: Any, up: bool) -> None:
         src, dst = link.src, link.dst
+        self._last_topology_event = time.monotonic()
         if up:
             if self.view.graph.has_edge(src.dpid, dst.dpid):
                 return
@@ -336,6 +355,9 @@ class FabricApp(app_manager.RyuApp):
         self.handle_arp(dp, in_port, packet)
 
     def handle_arp(self, dp: Any, in_port: int, packet: arp.ArpPacket) -> None:
+        if not self.settled:
+            self.counters["arp_before_settled"] += 1
+            return  # hosts retry ARP every second; by then the fabric ports are known
         if in_port in self.view.fabric_ports(dp.id):
             # Our own probes come back through the fabric only by mistake: never learn there.
             self.counters["arp_from_fabric"] += 1
@@ -378,6 +400,11 @@ class FabricApp(app_manager.RyuApp):
 
     def _probe(self, packet: arp.ArpPacket, origin: tuple[int, int]) -> None:
         """Ask every host-facing port for an unknown target (never the fabric ports)."""
+        now = time.monotonic()
+        if now - self._last_probe.get(packet.dst_ip, -PROBE_INTERVAL) < PROBE_INTERVAL:
+            self.counters["arp_probe_suppressed"] += 1
+            return
+        self._last_probe[packet.dst_ip] = now
         frame = arp.probe(packet)
         for dpid in list(self.datapaths):
             fabric = self.view.fabric_ports(dpid)
