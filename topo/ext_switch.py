@@ -232,7 +232,8 @@ def egress_options(params: LinkParams, towards_host: bool, fold_host_delay: bool
               if params.ecn_threshold_pkts is not None else ""]
     queued = [q for q in queued if q]
     if queued and params.rate_mbit is None:
-        from .network import EmulationWarning  # here: network.py imports the registry
+        # Imported here: network.py imports the switch registry, which imports us lazily.
+        from .network import EmulationWarning
 
         warnings.warn(f"{what or 'link'}: {', '.join(queued)} ignored: buffer and ECN need "
                       "a link rate (without one no queue forms)", EmulationWarning,

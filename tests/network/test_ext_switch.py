@@ -20,11 +20,10 @@ from typing import Any
 
 import pytest
 
+from dcnlab.topo import ext_switch as ext
 from dcnlab.topo.network import EmulationWarning, Network
 from dcnlab.topo.spec import LinkParams, TopologySpec, parse
 from dcnlab.topo.switches import SwitchKindError, get_switch_kind
-
-ext = pytest.importorskip("dcnlab.topo.ext_switch")
 
 LEARNING_SWITCH = "ryu.app.simple_switch_13"  # fine on loop-free trees (one spine)
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, veths)")
