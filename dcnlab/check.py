@@ -139,6 +139,17 @@ def _uplink_split(net: Network, spec: TopologySpec, src: str) -> list[int]:
     return [ports.get(str(p), {}).get("tx_packets", 0) for p in sorted(ups)]
 
 
+def one_flow_split(net: Network, src: str, dst: str) -> tuple[bool, list[float]]:
+    """Run one transfer; return whether it completed and the share of its packets on
+    each uplink of the source's switch (from the app's OpenFlow port stats)."""
+    before = _uplink_split(net, net.spec, src)
+    done = run_transfers(net, [(src, dst)]) == 1
+    _fresh_stats(net, time.time())
+    after = _uplink_split(net, net.spec, src)
+    moved = [a - b for a, b in zip(after, before, strict=True)]
+    return done, [round(x / max(1, sum(moved)), 3) for x in moved]
+
+
 def check(topo: str, app: str, switch: str = "ovs", select_mode: str = "random") -> CheckResult:
     spec = parse(topo)
     result = CheckResult({"topo": spec.spec, "app": app, "switch": switch})
@@ -177,16 +188,10 @@ def check(topo: str, app: str, switch: str = "ovs", select_mode: str = "random")
 
         state = net.state() or {}
         if app == "spray" and switch == "ext":
-            src, dst = pairs[0]
-            split_before = _uplink_split(net, spec, src)
-            done = run_transfers(net, [(src, dst)])
-            _fresh_stats(net, time.time())
-            split = [a - b for a, b in zip(_uplink_split(net, spec, src), split_before,
-                                            strict=True)]
-            share = [round(x / max(1, sum(split)), 3) for x in split]
+            done, share = one_flow_split(net, *pairs[0])
             result.fields["per_packet_split"] = share
             even = 1 / len(share)
-            if done != 1 or any(abs(s - even) > SPLIT_TOLERANCE for s in share):
+            if not done or any(abs(x - even) > SPLIT_TOLERANCE for x in share):
                 result.failures.append(f"one flow's packets split {share} over uplinks, "
                                        f"expected {even:.2f} each within {SPLIT_TOLERANCE}")
         result.fields["warnings"] = state.get("warnings", [])
