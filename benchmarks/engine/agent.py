@@ -1,0 +1,712 @@
+"""Traffic agent: one process per host, sender and receiver in one event loop.
+
+Run inside a Mininet host as ``python -m dcnlab.benchmarks.engine.agent PLAN.json``.
+The plan (written by replay.py) lists the flows this host sends; the agent also accepts
+every flow sent to it.  Control is line-based:
+
+stdin  ``start T0``  flows start at T0 + flow.start (T0 on CLOCK_MONOTONIC, which every
+                     network namespace of the machine shares)
+       ``stop``      abort what is still running (recorded as unfinished), write the
+                     receiver-side UDP records, exit 0.  EOF on stdin does the same.
+stdout one JSON event per line: ``ready``, ``done`` (per flow, for progress),
+       ``idle`` (every flow of the plan has ended), ``stopped``, ``error``.
+
+Records go to the plan's records file, one JSON line per flow and role, flushed per line
+so a killed agent leaves everything it had finished.
+
+TCP flow protocol: the sender connects from (its ip, flow.sport) with flow.dscp as TOS,
+sends a 24-byte header (magic, version, flow id, size; size 2**64-1 = until EOF) and the
+payload.  When the receiver has the whole payload (or EOF for long-lived flows) it reads
+its TCP_INFO and answers 24 bytes (magic, status, bytes received, out-of-order packets
+seen, data segments received), then closes.  FCT = from connect() to the answer, so it
+includes the handshake and half an RTT for the answer.  The sender reads its own
+TCP_INFO (retransmissions, RTT) before closing.
+
+UDP flows: datagrams of UDP_PAYLOAD bytes carry (magic, flow id, sequence); the sender
+paces them at the flow's rate from a 1 ms timer; the receiver counts bytes, packets and
+sequence inversions per flow.
+
+Dependencies: the standard library only (sixteen of these start per run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import heapq
+import itertools
+import json
+import os
+import selectors
+import socket
+import struct
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from dcnlab.benchmarks.engine.tcpinfo import TcpInfo, tcp_info
+
+MAGIC = b"DCNL"
+VERSION = 1
+HEADER = struct.Struct("!4sIQQ")  # magic, version, flow id, size
+ANSWER = struct.Struct("!4sIQII")  # magic, status, bytes, ooo packets, data segments in
+UDP_HEADER = struct.Struct("!4sQQ")  # magic, flow id, sequence
+UNTIL_EOF = 2**64 - 1
+UDP_PAYLOAD = 1400  # + 8 UDP + 20 IP bytes: fits a 1500-byte MTU unfragmented
+UDP_TICK = 0.001
+UDP_MAX_BURST = 64  # datagrams per tick when catching up after a stall
+CHUNK = 1 << 20  # bytes offered to send() at once
+RECV_CHUNK = 1 << 18
+PORT_RETRIES = 64  # next ports tried when a flow's source port is still in use
+ACCEPT_BACKLOG = 4096
+
+_READ = selectors.EVENT_READ
+_WRITE = selectors.EVENT_WRITE
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+class Recorder:
+    """Records and events; both flushed line by line."""
+
+    def __init__(self, records: TextIO, events: TextIO, samples: TextIO | None) -> None:
+        self.records = records
+        self.events = events
+        self.samples = samples
+
+    def record(self, row: dict[str, Any]) -> None:
+        self.records.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self.records.flush()
+
+    def event(self, name: str, **fields: Any) -> None:
+        try:
+            self.events.write(json.dumps({"event": name, **fields}) + "\n")
+            self.events.flush()
+        except BrokenPipeError:
+            pass  # the runner is gone; records still land in the file
+
+    def sample(self, row: dict[str, Any]) -> None:
+        if self.samples is not None:
+            self.samples.write(json.dumps(row, separators=(",", ":")) + "\n")
+
+
+# ---------------------------------------------------------------------------
+# Sender side
+
+
+class TcpSender:
+    __slots__ = ("agent", "flow", "sock", "state", "header", "left", "t_start", "late",
+                 "answer", "sport", "stop_at", "shut")
+
+    def __init__(self, agent: Agent, flow: dict[str, Any]) -> None:
+        self.agent = agent
+        self.flow = flow
+        self.sock: socket.socket | None = None
+        self.state = "new"
+        size = int(flow["size"])
+        self.header = memoryview(HEADER.pack(MAGIC, VERSION, int(flow["id"]),
+                                             size if size else UNTIL_EOF))
+        self.left = size if size else -1  # payload bytes still to send; -1: until stop
+        self.t_start = 0.0
+        self.late = 0.0
+        self.answer = b""
+        self.sport = 0
+        self.stop_at = (agent.t0 + float(flow["stop"])) if not size else None
+        self.shut = False
+
+    def begin(self) -> None:
+        self.t_start = _now()
+        self.late = self.t_start - (self.agent.t0 + float(self.flow["start"]))
+        try:
+            self.sock = self.agent.client_socket(self.flow, socket.SOCK_STREAM)
+            self.sport = self.sock.getsockname()[1]
+            code = self.sock.connect_ex((self.flow["dst_ip"], int(self.flow["dst_port"])))
+        except OSError as exc:
+            self.fail(f"socket: {exc.strerror or exc}")
+            return
+        if code not in (0, errno.EINPROGRESS):
+            self.fail(f"connect: {os.strerror(code)}")
+            return
+        self.state = "connecting"
+        self.agent.sel.register(self.sock, _WRITE, self.on_event)
+        if self.stop_at is not None:
+            self.agent.at(self.stop_at, self.on_stop_time)
+
+    def on_event(self, mask: int) -> None:
+        if self.sock is None:  # closed by an earlier event of the same select() batch
+            return
+        if self.state == "connecting":
+            code = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                self.fail(f"connect: {os.strerror(code)}")
+                return
+            self.state = "sending"
+        if self.state == "sending" and mask & _WRITE:
+            self.push()
+        elif self.state == "waiting" and mask & _READ:
+            self.read_answer()
+
+    def push(self) -> None:
+        assert self.sock is not None
+        try:
+            while self.header:
+                sent = self.sock.send(self.header)
+                self.header = self.header[sent:]
+            while self.left:
+                sent = self.sock.send(self.agent.zeros[: CHUNK if self.left < 0
+                                                       else min(self.left, CHUNK)])
+                if self.left > 0:
+                    self.left -= sent
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self.fail(f"send: {exc.strerror or exc}")
+            return
+        self.state = "waiting"
+        self.agent.sel.modify(self.sock, _READ, self.on_event)
+
+    def on_stop_time(self) -> None:
+        """A long-lived flow's stop time: finish the stream, then wait for the answer."""
+        if self.state in ("done", "failed", "waiting") or self.sock is None:
+            return
+        self.left = 0
+        self.shut = True
+        if self.state == "connecting":
+            self.fail("connection not established by the flow's stop time")
+            return
+        try:
+            while self.header:  # an unsent header would leave the receiver waiting
+                sent = self.sock.send(self.header)
+                self.header = self.header[sent:]
+            self.sock.shutdown(socket.SHUT_WR)
+        except BlockingIOError:
+            self.fail("send buffer full at the flow's stop time")
+            return
+        except OSError as exc:
+            self.fail(f"shutdown: {exc.strerror or exc}")
+            return
+        self.state = "waiting"
+        self.agent.sel.modify(self.sock, _READ, self.on_event)
+
+    def read_answer(self) -> None:
+        assert self.sock is not None
+        try:
+            data = self.sock.recv(ANSWER.size - len(self.answer))
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self.fail(f"recv: {exc.strerror or exc}")
+            return
+        if not data:
+            self.fail("receiver closed without an answer")
+            return
+        self.answer += data
+        if len(self.answer) < ANSWER.size:
+            return
+        end = _now()
+        magic, status, nbytes, ooo, segs = ANSWER.unpack(self.answer)
+        if magic != MAGIC:
+            self.fail(f"bad answer from receiver: {self.answer!r}")
+            return
+        self.finish("ok" if status == 0 else f"receiver status {status}", end, {
+            "bytes": nbytes, "ooo": ooo, "segs_in": segs})
+
+    def info(self) -> TcpInfo | None:
+        try:
+            return tcp_info(self.sock) if self.sock is not None else None
+        except (OSError, ValueError):
+            return None
+
+    def finish(self, status: str, end: float, rx: dict[str, Any], error: str = "") -> None:
+        info = self.info()
+        t0 = self.agent.t0
+        row: dict[str, Any] = {
+            "role": "tx", "id": self.flow["id"], "kind": "tcp", "sport": self.sport,
+            "start": round(self.t_start - t0, 6), "end": round(end - t0, 6),
+            "fct": round(end - self.t_start, 6), "late": round(self.late, 6),
+            "status": status, "error": error, **rx,
+        }
+        if info is not None:
+            row.update(retrans=info.total_retrans, rtt_us=info.rtt_us,
+                       min_rtt_us=info.min_rtt_us, bytes_acked=info.bytes_acked,
+                       bytes_retrans=info.bytes_retrans, cwnd=info.snd_cwnd)
+            if "bytes" not in rx and info.bytes_acked is not None:
+                # Without an answer, what the receiver acknowledged is what it got
+                # (minus our header).
+                row["bytes"] = max(0, info.bytes_acked - HEADER.size)
+        self.state = "done" if status == "ok" else "failed"
+        self.close()
+        self.agent.flow_ended(self.flow, row)
+
+    def fail(self, error: str) -> None:
+        if self.state in ("done", "failed"):
+            return
+        self.finish("failed", _now(), {}, error)
+
+    def abort(self) -> None:
+        if self.state not in ("done", "failed"):
+            self.finish("unfinished", _now(), {}, "still running when the run was stopped")
+
+    def close(self) -> None:
+        if self.sock is not None:
+            try:
+                self.agent.sel.unregister(self.sock)
+            except (KeyError, ValueError):
+                pass
+            self.sock.close()
+            self.sock = None
+
+    def sample(self, now: float) -> None:
+        info = self.info()
+        if info is not None:
+            self.agent.recorder.sample({
+                "t": round(now - self.agent.t0, 6), "id": self.flow["id"],
+                "bytes_acked": info.bytes_acked, "rtt_us": info.rtt_us,
+                "cwnd": info.snd_cwnd, "retrans": info.total_retrans})
+
+
+class UdpSender:
+    __slots__ = ("agent", "flow", "sock", "t_start", "late", "sent", "bytes", "dropped",
+                 "pps", "stop_at", "done", "error")
+
+    def __init__(self, agent: Agent, flow: dict[str, Any]) -> None:
+        self.agent = agent
+        self.flow = flow
+        self.sock: socket.socket | None = None
+        self.sent = self.bytes = self.dropped = 0
+        datagram_bits = (UDP_PAYLOAD + UDP_HEADER.size) * 8
+        self.pps = float(flow["rate_mbit"]) * 1e6 / datagram_bits
+        self.stop_at = agent.t0 + float(flow["stop"])
+        self.t_start = self.late = 0.0
+        self.done = False
+        self.error = ""
+
+    def begin(self) -> None:
+        self.t_start = _now()
+        self.late = self.t_start - (self.agent.t0 + float(self.flow["start"]))
+        try:
+            self.sock = self.agent.client_socket(self.flow, socket.SOCK_DGRAM)
+            self.sock.connect((self.flow["dst_ip"], int(self.flow["dst_port"])))
+        except OSError as exc:
+            self.error = f"socket: {exc.strerror or exc}"
+            self.end(_now())
+            return
+        self.tick()
+
+    def tick(self) -> None:
+        if self.done or self.sock is None:
+            return
+        now = _now()
+        until = min(now, self.stop_at)
+        owed = int((until - self.t_start) * self.pps) - self.sent - self.dropped
+        payload = self.agent.zeros[: UDP_PAYLOAD]
+        fid = int(self.flow["id"])
+        for _ in range(min(owed, UDP_MAX_BURST)):
+            try:
+                self.sock.send(UDP_HEADER.pack(MAGIC, fid, self.sent + self.dropped)
+                               + payload)
+                self.sent += 1
+                self.bytes += UDP_PAYLOAD
+            except (BlockingIOError, ConnectionRefusedError):
+                # Full socket buffer, or an ICMP error from an earlier datagram: the
+                # datagram is lost, as on a real host; keep the pace.
+                self.dropped += 1
+            except OSError as exc:
+                self.error = f"send: {exc.strerror or exc}"
+                self.end(now)
+                return
+        if now >= self.stop_at:
+            self.end(now)
+        else:
+            self.agent.at(now + UDP_TICK, self.tick)
+
+    def end(self, now: float) -> None:
+        if self.done:
+            return
+        self.done = True
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        t0 = self.agent.t0
+        status = "failed" if self.error else "ok"
+        self.agent.flow_ended(self.flow, {
+            "role": "tx", "id": self.flow["id"], "kind": "udp", "sport": self.flow["sport"],
+            "start": round(self.t_start - t0, 6), "end": round(now - t0, 6),
+            "fct": round(now - self.t_start, 6), "late": round(self.late, 6),
+            "status": status, "error": self.error, "pkts_sent": self.sent,
+            "bytes_sent": self.bytes, "send_drops": self.dropped})
+
+    def abort(self) -> None:
+        if not self.done:
+            self.error = self.error or "still running when the run was stopped"
+            self.end(_now())
+
+    def sample(self, now: float) -> None:
+        return
+
+
+# ---------------------------------------------------------------------------
+# Receiver side
+
+
+class TcpReceiver:
+    __slots__ = ("agent", "sock", "header", "flow_id", "size", "got", "done")
+
+    def __init__(self, agent: Agent, sock: socket.socket) -> None:
+        self.agent = agent
+        self.sock = sock
+        self.header = b""
+        self.flow_id = -1
+        self.size = 0
+        self.got = 0
+        self.done = False
+        agent.sel.register(sock, _READ, self.on_event)
+
+    def on_event(self, mask: int) -> None:
+        if self.done:  # ended by an earlier event of the same select() batch
+            return
+        buf = self.agent.rbuf
+        while True:
+            try:
+                n = self.sock.recv_into(buf, RECV_CHUNK)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                self.end(f"recv: {exc.strerror or exc}")
+                return
+            if n == 0:
+                if self.size == UNTIL_EOF and self.flow_id >= 0:
+                    self.answer()
+                else:
+                    self.end("sender closed early")
+                return
+            data = buf[:n]
+            if len(self.header) < HEADER.size:
+                need = HEADER.size - len(self.header)
+                self.header += bytes(data[:need])
+                data = data[need:]
+                if len(self.header) < HEADER.size:
+                    continue
+                magic, _version, self.flow_id, self.size = HEADER.unpack(self.header)
+                if magic != MAGIC:
+                    self.end(f"bad header {self.header!r}")
+                    return
+            self.got += len(data)
+            if self.size != UNTIL_EOF and self.got >= self.size:
+                self.answer()
+                return
+
+    def answer(self) -> None:
+        info = self._info()
+        ooo = (info.rcv_ooopack or 0) if info else 0
+        segs = (info.data_segs_in or 0) if info else 0
+        status = 0 if self.size == UNTIL_EOF or self.got == self.size else 1
+        try:
+            self.sock.send(ANSWER.pack(MAGIC, status, self.got, ooo, segs))
+        except OSError as exc:
+            self.end(f"answer: {exc.strerror or exc}", info)
+            return
+        self.end("", info)
+
+    def _info(self) -> TcpInfo | None:
+        try:
+            return tcp_info(self.sock)
+        except (OSError, ValueError):
+            return None
+
+    def end(self, error: str, info: TcpInfo | None = None) -> None:
+        if self.done:
+            return
+        self.done = True
+        if info is None:
+            info = self._info()
+        if self.flow_id >= 0:
+            self.agent.recorder.record({
+                "role": "rx", "id": self.flow_id, "kind": "tcp", "bytes": self.got,
+                "ooo": info.rcv_ooopack if info else None,
+                "segs_in": info.data_segs_in if info else None,
+                "end": round(_now() - self.agent.t0, 6),
+                "status": "failed" if error else "ok", "error": error})
+        self.agent.receivers.discard(self)
+        try:
+            self.agent.sel.unregister(self.sock)
+        except (KeyError, ValueError):
+            pass
+        # We close first (TIME_WAIT lands here), so the sender's port is free at once.
+        self.sock.close()
+
+
+class UdpReceiver:
+    def __init__(self, agent: Agent, sock: socket.socket) -> None:
+        self.agent = agent
+        self.sock = sock
+        # flow id -> [bytes, packets, inversions, highest seq, first, last]
+        self.flows: dict[int, list[float]] = {}
+        agent.sel.register(sock, _READ, self.on_event)
+
+    def on_event(self, mask: int) -> None:
+        now = _now() - self.agent.t0
+        for _ in range(256):
+            try:
+                data = self.sock.recv(65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                return  # e.g. ICMP errors queued on the socket: nothing to count
+            if len(data) < UDP_HEADER.size:
+                continue
+            magic, fid, seq = UDP_HEADER.unpack_from(data)
+            if magic != MAGIC:
+                continue
+            st = self.flows.get(fid)
+            if st is None:
+                st = self.flows[fid] = [0, 0, 0, -1, now, now]
+            st[0] += len(data) - UDP_HEADER.size
+            st[1] += 1
+            if seq < st[3]:
+                st[2] += 1
+            else:
+                st[3] = seq
+            st[5] = now
+
+    def flush(self) -> None:
+        for fid, (nbytes, pkts, ooo, _hi, first, last) in sorted(self.flows.items()):
+            self.agent.recorder.record({
+                "role": "rx", "id": fid, "kind": "udp", "bytes": int(nbytes),
+                "pkts": int(pkts), "ooo": int(ooo), "first": round(first, 6),
+                "last": round(last, 6), "status": "ok", "error": ""})
+        self.flows.clear()
+
+
+# ---------------------------------------------------------------------------
+
+
+class Agent:
+    def __init__(self, plan: dict[str, Any], recorder: Recorder) -> None:
+        self.plan = plan
+        self.recorder = recorder
+        self.sel = selectors.DefaultSelector()
+        self.timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self.t0 = 0.0
+        self.zeros = memoryview(bytes(CHUNK))
+        self.rbuf = bytearray(RECV_CHUNK)
+        self.pending = {int(f["id"]) for f in plan["flows"]}
+        self.active: dict[int, TcpSender | UdpSender] = {}
+        self.receivers: set[TcpReceiver] = set()
+        self.congestion: str | None = plan.get("congestion") or None
+        self.running = True
+        self.started = False
+        self.idle_sent = False
+        self.lateness: list[float] = []
+        self._listen()
+
+    # -- sockets ------------------------------------------------------------
+
+    def _listen(self) -> None:
+        ip, port = self.plan.get("listen_ip", "0.0.0.0"), int(self.plan["port"])
+        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._set_congestion(tcp)
+        tcp.bind((ip, port))
+        tcp.listen(ACCEPT_BACKLOG)
+        tcp.setblocking(False)
+        self.sel.register(tcp, _READ, self._accept)
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        udp.bind((ip, port))
+        udp.setblocking(False)
+        self.udp_rx = UdpReceiver(self, udp)
+        self.listeners = [tcp, udp]
+
+    def _set_congestion(self, sock: socket.socket) -> None:
+        if self.congestion:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION,
+                            self.congestion.encode())
+
+    def _accept(self, mask: int) -> None:
+        tcp = self.listeners[0]
+        while True:
+            try:
+                conn, _addr = tcp.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    self.recorder.event("error", message=f"accept: {exc}")
+                return
+            conn.setblocking(False)
+            self.receivers.add(TcpReceiver(self, conn))
+
+    def client_socket(self, flow: dict[str, Any], kind: int) -> socket.socket:
+        """A socket bound to (our ip, flow.sport), or the next free port in its range."""
+        sock = socket.socket(socket.AF_INET, kind)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if kind == socket.SOCK_STREAM:
+                self._set_congestion(sock)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if flow.get("dscp"):
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, int(flow["dscp"]) << 2)
+            sock.setblocking(False)
+            low, high = flow.get("port_range") or (flow["sport"], flow["sport"])
+            port = int(flow["sport"])
+            for attempt in range(PORT_RETRIES):
+                try:
+                    sock.bind((flow.get("src_ip", ""), port))
+                    return sock
+                except OSError as exc:
+                    if exc.errno != errno.EADDRINUSE or attempt == PORT_RETRIES - 1:
+                        raise
+                    port = low + (port + 1 - low) % (high - low + 1)
+        except BaseException:
+            sock.close()
+            raise
+        raise AssertionError("unreachable")
+
+    # -- timers and flows ----------------------------------------------------
+
+    def at(self, when: float, callback: Callable[[], None]) -> None:
+        heapq.heappush(self.timers, (when, next(self._seq), callback))
+
+    def start(self, t0: float) -> None:
+        if self.started:
+            return
+        self.started = True
+        self.t0 = t0
+        for flow in self.plan["flows"]:
+            self.at(t0 + float(flow["start"]), lambda f=flow: self._begin(f))
+        interval = float(self.plan.get("sample_interval") or 0)
+        if interval > 0:
+            self.at(t0, lambda: self._sample(interval))
+        self._check_idle()
+
+    def _begin(self, flow: dict[str, Any]) -> None:
+        if not self.running:
+            return
+        sender: TcpSender | UdpSender = (UdpSender(self, flow) if flow.get("kind") == "udp"
+                                         else TcpSender(self, flow))
+        self.active[int(flow["id"])] = sender
+        sender.begin()
+        self.lateness.append(sender.late)
+
+    def flow_ended(self, flow: dict[str, Any], row: dict[str, Any]) -> None:
+        fid = int(flow["id"])
+        self.active.pop(fid, None)
+        self.pending.discard(fid)
+        self.recorder.record(row)
+        self.recorder.event("done", id=fid, status=row["status"])
+        self._check_idle()
+
+    def _check_idle(self) -> None:
+        if self.started and not self.pending and not self.idle_sent:
+            self.idle_sent = True
+            self.recorder.event("idle")
+
+    def _sample(self, interval: float) -> None:
+        now = _now()
+        for sender in list(self.active.values()):
+            sender.sample(now)
+        if self.recorder.samples is not None:
+            self.recorder.samples.flush()
+        if self.running:
+            self.at(now + interval, lambda: self._sample(interval))
+
+    # -- control -------------------------------------------------------------
+
+    def on_control(self, line: str) -> None:
+        parts = line.split()
+        if not parts:
+            return
+        if parts[0] == "start" and len(parts) == 2:
+            self.start(float(parts[1]))
+        elif parts[0] == "stop":
+            self.stop()
+        else:
+            self.recorder.event("error", message=f"unknown command {line.strip()!r}")
+
+    def stop(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        for sender in list(self.active.values()):
+            sender.abort()
+        for fid in sorted(self.pending):  # scheduled but never begun
+            self.recorder.record({"role": "tx", "id": fid, "status": "unfinished",
+                                  "error": "not started before the run was stopped"})
+        for receiver in list(self.receivers):
+            receiver.end("still receiving when the run was stopped")
+        self.udp_rx.flush()
+        late = sorted(self.lateness)
+        self.recorder.event("stopped", flows=len(late),
+                            late_max=round(late[-1], 6) if late else 0.0,
+                            late_p99=round(late[int(0.99 * (len(late) - 1))], 6)
+                            if late else 0.0)
+
+    def run(self, control: Any) -> None:
+        """The event loop; ``control`` is a readable binary file (stdin)."""
+        os.set_blocking(control.fileno(), False)
+        pending_line = b""
+
+        def on_stdin(mask: int) -> None:
+            nonlocal pending_line
+            try:
+                chunk = os.read(control.fileno(), 4096)
+            except BlockingIOError:
+                return
+            if not chunk:  # the runner closed our stdin (or died): stop
+                self.sel.unregister(control)
+                self.stop()
+                return
+            pending_line += chunk
+            while b"\n" in pending_line:
+                line, pending_line = pending_line.split(b"\n", 1)
+                self.on_control(line.decode(errors="replace"))
+
+        self.sel.register(control, _READ, on_stdin)
+        self.recorder.event("ready", host=self.plan.get("host"), pid=os.getpid(),
+                            flows=len(self.plan["flows"]))
+        while self.running:
+            timeout = None
+            if self.timers:
+                timeout = max(0.0, self.timers[0][0] - _now())
+            for key, mask in self.sel.select(timeout):
+                if not self.running:
+                    break  # stopped by an earlier event: the rest refer to closed sockets
+                key.data(mask)
+            now = _now()
+            while self.timers and self.timers[0][0] <= now and self.running:
+                _when, _seq, callback = heapq.heappop(self.timers)
+                callback()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m dcnlab.benchmarks.engine.agent PLAN.json", file=sys.stderr)
+        return 2
+    with open(args[0]) as fh:
+        plan = json.load(fh)
+    samples_path = plan.get("samples")
+    with open(plan["records"], "a", buffering=1 << 16) as records, \
+            (open(samples_path, "a") if samples_path else contextlib.nullcontext()) as samples:
+        recorder = Recorder(records, sys.stdout, samples)
+        try:
+            agent = Agent(plan, recorder)
+        except OSError as exc:
+            recorder.event("error", message=f"cannot listen: {exc}")
+            return 3
+        try:
+            agent.run(sys.stdin.buffer)
+        except Exception:
+            recorder.event("error", message=traceback.format_exc(limit=5))
+            raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

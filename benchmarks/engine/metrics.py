@@ -1,0 +1,162 @@
+"""Metrics math on flow rows: size classes, per-run figures, CIs across seeds, ratios.
+
+Pure functions over plain rows (dicts as in flows.csv), no I/O, so they are tested in
+memory.  Definitions:
+
+- class: ``mouse`` if size < mouse_max, ``elephant`` if size > elephant_min or the flow
+  is long-lived, ``rabbit`` otherwise; UDP flows are ``udp``.
+- per run (scheme, sweep value, seed), over *measured* flows (start inside the
+  warm-up/cool-down window):
+  ``fct_mean/p50/p99`` per class (seconds; completed flows only; linear-interpolated
+  percentiles), ``tput_mbps`` of elephants (mean over completed elephant flows of
+  bytes * 8 / fct), ``ooo_pct`` per class and overall (100 * out-of-order packets /
+  data segments received, pooled over the class's TCP flows), ``flows`` and ``failed``
+  counts (failed = any status other than ok: failures are counted, never dropped).
+- across seeds: mean and a 95% Student-t confidence interval (half-width
+  ``t(0.975, n-1) * sd / sqrt(n)``; undefined for one seed).
+- ratio to the baseline (ECMP): per seed ``scheme / baseline`` on the same seed (the
+  same flow list), then mean and t-CI of those ratios.  Pairing by seed removes the
+  workload's seed-to-seed variation from the comparison.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+CLASSES = ("mouse", "rabbit", "elephant")
+OK = "ok"
+CONFIDENCE = 0.95
+
+# (metric, class) pairs of the summary, in table order.  Counts get no ratio.
+FCT_METRICS = ("fct_mean", "fct_p50", "fct_p99")
+COUNT_METRICS = ("flows", "failed")
+
+
+def size_class(size: int, kind: str, mouse_max: int, elephant_min: int) -> str:
+    if kind == "udp":
+        return "udp"
+    if size == 0 or size > elephant_min:  # size 0: long-lived TCP
+        return "elephant"
+    return "mouse" if size < mouse_max else "rabbit"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if len(values) == 0:
+        return math.nan
+    return float(np.percentile(np.asarray(values, dtype=float), q))
+
+
+def mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else math.nan
+
+
+def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """(mean, CI half-width) of finite values; half-width nan with fewer than two."""
+    arr = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if arr.size == 0:
+        return math.nan, math.nan
+    if arr.size == 1:
+        return float(arr[0]), math.nan
+    t = stats.t.ppf(0.5 + confidence / 2, arr.size - 1)
+    return float(arr.mean()), float(t * arr.std(ddof=1) / math.sqrt(arr.size))
+
+
+def throughput_mbps(row: Mapping[str, Any]) -> float:
+    fct = row.get("fct")
+    nbytes = row.get("bytes")
+    if not fct or nbytes is None or fct <= 0:
+        return math.nan
+    return float(nbytes) * 8 / float(fct) / 1e6
+
+
+def run_metrics(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], float]:
+    """Figures of one run from its measured rows: {(metric, class): value}."""
+    by_class: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_class[row["class"]].append(row)
+    out: dict[tuple[str, str], float] = {}
+    everything = [r for rs in by_class.values() for r in rs]
+    out[("flows", "all")] = float(len(everything))
+    out[("failed", "all")] = float(sum(1 for r in everything if r["status"] != OK))
+    for cls in CLASSES:
+        members = by_class.get(cls, [])
+        done = [float(r["fct"]) for r in members
+                if r["status"] == OK and r.get("fct") is not None]
+        out[("flows", cls)] = float(len(members))
+        out[("fct_mean", cls)] = mean(done)
+        out[("fct_p50", cls)] = percentile(done, 50)
+        out[("fct_p99", cls)] = percentile(done, 99)
+        out[("ooo_pct", cls)] = _ooo_pct(members)
+    elephants = [r for r in by_class.get("elephant", []) if r["status"] == OK]
+    out[("tput_mbps", "elephant")] = mean([throughput_mbps(r) for r in elephants])
+    out[("ooo_pct", "all")] = _ooo_pct([r for cls in CLASSES for r in by_class.get(cls, [])])
+    return out
+
+
+def _ooo_pct(rows: Sequence[Mapping[str, Any]]) -> float:
+    ooo = sum(int(r["ooo"]) for r in rows if _num(r.get("ooo")) and _num(r.get("segs_in")))
+    segs = sum(int(r["segs_in"]) for r in rows if _num(r.get("ooo")) and _num(r.get("segs_in")))
+    return 100.0 * ooo / segs if segs else math.nan
+
+
+def _num(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    scheme: str
+    load: float
+    metric: str
+    cls: str
+    seeds: int  # seeds with a finite value
+    mean: float
+    ci: float  # 95% half-width (nan with one seed)
+    ratio: float  # mean of per-seed ratios to the baseline (nan for the baseline's counts)
+    ratio_ci: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"scheme": self.scheme, "load": self.load, "metric": self.metric,
+                "class": self.cls, "seeds": self.seeds, "mean": self.mean, "ci95": self.ci,
+                "ratio": self.ratio, "ratio_ci95": self.ratio_ci}
+
+
+def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None
+              ) -> list[SummaryRow]:
+    """Summary rows per (scheme, load, metric, class) from all measured flow rows."""
+    runs: dict[tuple[str, float, int], list[Mapping[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if row.get("measured", True):
+            runs[(str(row["scheme"]), float(row["load"]), int(row["seed"]))].append(row)
+    per_run = {key: run_metrics(members) for key, members in runs.items()}
+    schemes = list(dict.fromkeys(k[0] for k in runs))
+    loads = sorted({k[1] for k in runs})
+    seeds = sorted({k[2] for k in runs})
+    keys = list(dict.fromkeys(k for m in per_run.values() for k in m))
+    out = []
+    for load in loads:
+        for scheme in schemes:
+            for metric, cls in keys:
+                values = {s: per_run[(scheme, load, s)][(metric, cls)] for s in seeds
+                          if (scheme, load, s) in per_run}
+                m, ci = mean_ci(list(values.values()))
+                ratio = ratio_ci = math.nan
+                if baseline is not None and metric not in COUNT_METRICS:
+                    ratios = []
+                    for s, v in values.items():
+                        base = per_run.get((baseline, load, s), {}).get((metric, cls))
+                        if base is not None and math.isfinite(base) and base > 0 and \
+                                math.isfinite(v):
+                            ratios.append(v / base)
+                    ratio, ratio_ci = mean_ci(ratios)
+                finite = sum(1 for v in values.values() if math.isfinite(v))
+                out.append(SummaryRow(scheme, load, metric, cls, finite, m, ci, ratio,
+                                      ratio_ci))
+    return out

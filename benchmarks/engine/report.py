@@ -1,0 +1,75 @@
+"""``report(out_dir)``: summary table and plots from saved data, without rerunning."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import plots
+from .metrics import summarize
+from .results import (
+    FLOWS_CSV,
+    META_JSON,
+    SUMMARY_COLUMNS,
+    ResultsError,
+    read_flows,
+    read_json,
+    write_csv,
+)
+from .table import render
+
+SUMMARY_CSV = "summary.csv"
+SUMMARY_TXT = "summary.txt"
+PLOTS_DIR = "plots"
+
+
+@dataclass
+class ReportResult:
+    table: str  # the summary table (also in summary.txt)
+    files: list[Path] = field(default_factory=list)  # summary.csv, summary.txt, plots
+
+
+def report(out_dir: str | os.PathLike[str]) -> ReportResult:
+    """Re-render summary.csv, summary.txt and plots/ from flows.csv and meta.json.
+
+    A directory of scenarios (OUT/<scenario>/meta.json) is rendered scenario by scenario.
+    """
+    out = Path(out_dir)
+    if not out.is_dir():
+        raise ResultsError(f"{out} is not a directory")
+    if not (out / META_JSON).exists():
+        parts = sorted(p.parent for p in out.glob(f"*/{META_JSON}"))
+        if not parts:
+            raise ResultsError(f"{out} holds no {META_JSON}: not a results directory")
+        rendered = [(p.name, _report_one(p)) for p in parts]
+        return ReportResult("\n".join(f"== scenario {name} ==\n{r.table}"
+                                       for name, r in rendered),
+                            [f for _name, r in rendered for f in r.files])
+    return _report_one(out)
+
+
+def _report_one(out: Path) -> ReportResult:
+    meta = read_json(out / META_JSON)
+    rows = read_flows(out / FLOWS_CSV)
+    spec = meta.get("spec", {})
+    baseline = spec.get("baseline")
+    sweep = spec.get("sweep", "load")
+    scheme_order = [s["name"] for s in spec.get("schemes", [])]
+    seen = list(dict.fromkeys(str(r["scheme"]) for r in rows))
+    schemes = [s for s in scheme_order if s in seen] + [s for s in seen if s not in scheme_order]
+    if baseline not in seen:
+        baseline = None  # e.g. the experiment stopped before the baseline ran
+    summary = summarize(rows, baseline)
+    write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, (r.as_dict() for r in summary))
+    name = meta.get("name", out.name)
+    if meta.get("scenario"):
+        name += f" / {meta['scenario']}"
+    title = f"{name}: {spec.get('topology', '')}, {spec.get('workload_type', '')} workload"
+    if meta.get("status") not in (None, "complete"):
+        title += f"  [status: {meta.get('status')}]"
+    table = render(summary, baseline, sweep, title)
+    (out / SUMMARY_TXT).write_text(table)
+    files = [out / SUMMARY_CSV, out / SUMMARY_TXT]
+    files += plots.render_all(rows, summary, out / PLOTS_DIR, sweep, schemes)
+    return ReportResult(table, files)

@@ -1,0 +1,137 @@
+"""The results directory: what is written where, and reading it back.
+
+::
+
+    OUT/
+      spec.yaml         the spec as given (report() and reruns start from it)
+      meta.json         versions, parameters, machine, per-run timings, errors, status
+      workload.csv      every generated flow (seed, sweep value, flow) -- identical for
+                        every scheme by construction
+      flows.csv         one row per flow, scheme and seed (FLOW_COLUMNS); appended after
+                        each run, so an interrupted experiment keeps what it measured
+      samples.csv       RTT/cwnd samples, if agent.sample_interval > 0
+      summary.csv       per scheme, sweep value, metric and class: mean, CI, ratio, CI
+      summary.txt       the same as a readable table
+      plots/*.png
+      runs/<scheme>/seed<S>_<sweep><V>/   agent plans, raw records and logs
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+FLOW_COLUMNS = [
+    "scheme", "load", "seed", "flow_id", "src", "dst", "size", "class", "kind", "tag",
+    "sport", "dscp", "sched", "start", "end", "fct", "bytes", "retransmits", "ooo",
+    "segs_in", "status", "measured", "late", "error",
+]
+WORKLOAD_COLUMNS = ["seed", "load", "flow_id", "src", "dst", "size", "start", "kind", "stop",
+                    "rate_mbit", "sport", "dscp", "tag"]
+SAMPLE_COLUMNS = ["scheme", "load", "seed", "flow_id", "t", "bytes_acked", "rtt_us", "cwnd",
+                  "retrans"]
+SUMMARY_COLUMNS = ["scheme", "load", "metric", "class", "seeds", "mean", "ci95", "ratio",
+                   "ratio_ci95"]
+
+_INT_COLUMNS = {"seed", "flow_id", "size", "sport", "dscp", "bytes", "retransmits", "ooo",
+                "segs_in"}
+_FLOAT_COLUMNS = {"load", "sched", "start", "end", "fct", "late"}
+
+FLOWS_CSV = "flows.csv"
+META_JSON = "meta.json"
+SPEC_COPY = "spec.yaml"
+
+
+class ResultsError(RuntimeError):
+    """A results directory that report() cannot read."""
+
+
+class CsvAppender:
+    """A CSV file written row by row and flushed, with the header written once."""
+
+    def __init__(self, path: Path, columns: list[str]) -> None:
+        self.path = path
+        self.columns = columns
+        fresh = not path.exists() or path.stat().st_size == 0
+        self._fh = open(path, "a", newline="")  # noqa: SIM115 - closed by close()
+        self._writer = csv.DictWriter(self._fh, fieldnames=columns, extrasaction="ignore")
+        if fresh:
+            self._writer.writeheader()
+
+    def write(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        n = 0
+        for row in rows:
+            self._writer.writerow({k: _cell(row.get(k)) for k in self.columns})
+            n += 1
+        self._fh.flush()
+        return n
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float):
+        return "" if math.isnan(value) else repr(round(value, 9))
+    return value
+
+
+def read_flows(path: Path) -> list[dict[str, Any]]:
+    """flows.csv rows with numbers typed; empty cells become None."""
+    if not path.is_file():
+        raise ResultsError(f"{path} does not exist: not a results directory, or the "
+                           "experiment stopped before its first run finished")
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in ("scheme", "load", "seed", "class", "status", "fct")
+                   if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ResultsError(f"{path}: missing column(s) {', '.join(missing)}")
+        return [_typed(row) for row in reader]
+
+
+def _typed(row: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, text in row.items():
+        if text == "" or text is None:
+            out[key] = None
+        elif key in _INT_COLUMNS:
+            out[key] = int(float(text))
+        elif key in _FLOAT_COLUMNS:
+            out[key] = float(text)
+        elif key == "measured":
+            out[key] = text not in ("0", "False", "false")
+        else:
+            out[key] = text
+    return out
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=False, default=str) + "\n")
+    tmp.replace(path)  # never a half-written meta.json
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ResultsError(f"{path} does not exist") from None
+    except ValueError as exc:
+        raise ResultsError(f"{path}: not valid JSON ({exc})") from None
+
+
+def write_csv(path: Path, columns: list[str], rows: Iterable[Mapping[str, Any]]) -> None:
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: _cell(row.get(k)) for k in columns})

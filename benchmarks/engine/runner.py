@@ -1,0 +1,395 @@
+"""``run_experiment(spec_path, out_dir, progress)``: schemes x sweep values x seeds.
+
+Order of work:
+1. load and validate the spec (a bad file raises SpecFileError; nothing runs), check
+   that the machine can build networks, refuse an output directory holding results;
+2. generate every flow list once per (seed, sweep value) -- the same lists are replayed
+   for every scheme -- and save them (workload.csv);
+3. per scheme, one network (``network: per_scheme``; ``per_run`` builds one per run),
+   and on it every (seed, sweep value): agents on every host, replay, rows appended to
+   flows.csv at once, switch drop counters before/after;
+4. report(): summary table and plots.
+
+An agent that dies, or a network that fails, ends the experiment after the run in which
+it happened: that run's flows are all recorded (the dead agent's unrecorded ones as
+``agent_died``, flows towards it as failed), the summary is rendered from what was
+measured, meta.json says ``failed`` with the reason, and ExperimentError is raised with
+the same message.  Ctrl-C stops the network cleanly and leaves status ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import environment
+from .marking import assign_marks
+from .metrics import size_class
+from .progress import Progress
+from .replay import Endpoint, ReplayError, ReplayResult, replay
+from .report import report
+from .results import (
+    FLOW_COLUMNS,
+    FLOWS_CSV,
+    META_JSON,
+    SAMPLE_COLUMNS,
+    SPEC_COPY,
+    WORKLOAD_COLUMNS,
+    CsvAppender,
+    write_csv,
+    write_json,
+)
+from .spec import ExperimentSpec, Scheme, load_specs
+from .table import fmt
+from .workloads import Flow, generate
+
+DEFAULT_RESULTS = Path("results")
+
+
+class ExperimentError(RuntimeError):
+    """The experiment could not run, or stopped early; ``result`` holds what was saved."""
+
+    def __init__(self, message: str, result: RunResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class RunResult:
+    out_dir: Path
+    flows_csv: Path
+    table: str  # the summary table (summary.txt)
+    rows: int  # rows in flows.csv
+    not_ok: int  # rows whose status is not "ok" (failed, unfinished, agent_died...)
+    runs: int  # (scheme, seed, value) runs completed
+    errors: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+    scenarios: dict[str, RunResult] = field(default_factory=dict)  # per scenario, if any
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+@dataclass
+class _State:
+    spec: ExperimentSpec
+    out: Path
+    flows_csv: CsvAppender
+    samples_csv: CsvAppender | None
+    progress: Progress
+    meta: dict[str, Any]
+    rows: int = 0
+    not_ok: int = 0
+    runs: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class _Stop(Exception):
+    """Internal: end the experiment after an error already recorded in state.errors."""
+
+
+def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None
+                   = None, progress: bool = True) -> RunResult:
+    """Run the experiment in ``spec_path``; results go to ``out_dir``
+    (default ``results/<name>``; with scenarios, one subdirectory per scenario).
+    See the module doc for what happens on errors."""
+    specs = load_specs(spec_path)
+    out = Path(out_dir) if out_dir is not None else DEFAULT_RESULTS / specs[0].name
+    outs = [out / spec.scenario if spec.scenario else out for spec in specs]
+    for target in outs:
+        if (target / FLOWS_CSV).exists():
+            raise ExperimentError(f"{target} already holds results ({FLOWS_CSV}); choose "
+                                  "another output directory or remove it")
+    _preflight(specs)
+    workloads = [{(seed, value): _flows(spec, seed, value) for seed in spec.seeds
+                  for value in spec.loads} for spec in specs]
+    total = sum(len(f) * len(spec.schemes)
+                for spec, w in zip(specs, workloads, strict=True) for f in w.values())
+    bar = Progress(total, enabled=progress)
+    results: list[RunResult] = []
+    try:
+        for spec, target, flows in zip(specs, outs, workloads, strict=True):
+            results.append(_run_spec(spec, target, flows, bar))
+            if results[-1].errors:
+                break
+    finally:
+        bar.close()
+    result = results[0] if specs[0].scenario is None else _combine(out, specs, results)
+    if progress:
+        print(f"\n{result.table}\nresults in {out}", file=sys.stderr)
+    if result.errors:
+        raise ExperimentError(
+            "experiment stopped early: " + "\n".join(result.errors)
+            + f"\n{result.rows} row(s) written to {result.flows_csv} ({result.not_ok} not "
+            f"ok); summary and plots from them in {out}", result)
+    return result
+
+
+def _combine(out: Path, specs: list[ExperimentSpec], results: list[RunResult]) -> RunResult:
+    by_name = {spec.scenario or "": r for spec, r in zip(specs, results, strict=False)}
+    skipped = [spec.scenario for spec in specs[len(results):]]
+    table = "\n".join(f"== scenario {name} ==\n{r.table}" for name, r in by_name.items())
+    if skipped:
+        table += f"\nnot run (an earlier scenario failed): {', '.join(map(str, skipped))}\n"
+    return RunResult(out, results[0].flows_csv, table, sum(r.rows for r in results),
+                     sum(r.not_ok for r in results), sum(r.runs for r in results),
+                     [e for r in results for e in r.errors],
+                     [f for r in results for f in r.files], by_name)
+
+
+def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float], list[Flow]],
+              bar: Progress) -> RunResult:
+    """One experiment (or scenario) into ``out``; errors end up in the result."""
+    out.mkdir(parents=True, exist_ok=True)
+    if spec.source is not None:
+        shutil.copyfile(spec.source, out / SPEC_COPY)
+    write_csv(out / "workload.csv", WORKLOAD_COLUMNS, (
+        {"seed": seed, "load": value, "flow_id": f.id, **f.to_dict()}
+        for (seed, value), flows in workloads.items() for f in flows))
+    meta = _initial_meta(spec, workloads)
+    write_json(out / META_JSON, meta)
+    state = _State(spec, out, CsvAppender(out / FLOWS_CSV, FLOW_COLUMNS),
+                   CsvAppender(out / "samples.csv", SAMPLE_COLUMNS)
+                   if spec.agent.sample_interval > 0 else None, bar, meta)
+    try:
+        for scheme in spec.schemes:
+            _run_scheme(state, scheme, workloads)
+        meta["status"] = "complete"
+    except _Stop:
+        meta["status"] = "failed"
+    except KeyboardInterrupt:
+        meta["status"] = "interrupted"
+        raise
+    finally:
+        state.flows_csv.close()
+        if state.samples_csv is not None:
+            state.samples_csv.close()
+        meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        meta["errors"] = state.errors
+        write_json(out / META_JSON, meta)
+    rendered = report(out)
+    return RunResult(out, out / FLOWS_CSV, rendered.table, state.rows, state.not_ok,
+                     state.runs, state.errors, rendered.files)
+
+
+# ---------------------------------------------------------------------------
+
+
+def _preflight(specs: list[ExperimentSpec]) -> None:
+    """Root, programs and switch kinds: fail before anything is generated or started."""
+    from dcnlab.topo.network import NetworkError, preflight
+    from dcnlab.topo.switches import SwitchKindError, get_switch_kind
+
+    kinds = [s.switch or spec.switch for spec in specs for s in spec.schemes]
+    for kind_name in dict.fromkeys(kinds):
+        try:
+            preflight(get_switch_kind(kind_name))
+        except (NetworkError, SwitchKindError) as exc:
+            raise ExperimentError(f"cannot build networks with switch {kind_name!r}: "
+                                  f"{exc}") from None
+
+
+def _flows(spec: ExperimentSpec, seed: int, value: float) -> list[Flow]:
+    flows = generate(spec.workload, spec.topo(), value, seed, spec.duration, spec.base_dir)
+    return assign_marks(flows, spec.marking, seed)
+
+
+def _initial_meta(spec: ExperimentSpec, workloads: dict[tuple[int, float], list[Flow]]
+                  ) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "scenario": spec.scenario,
+        "status": "running",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "spec_file": str(spec.source) if spec.source else None,
+        "spec": spec_summary(spec),
+        "flow_counts": {f"seed{s}_{spec.sweep}{fmt(v)}": len(f)
+                        for (s, v), f in workloads.items()},
+        "versions": environment.versions(),
+        "machine": environment.machine(),
+        "runs": [],
+        "networks": [],
+        "errors": [],
+    }
+
+
+def spec_summary(spec: ExperimentSpec) -> dict[str, Any]:
+    """The parsed spec with every default filled in (meta.json "spec")."""
+    return {
+        "name": spec.name, "scenario": spec.scenario, "topology": spec.topology,
+        "switch": spec.switch,
+        "schemes": [dataclasses.asdict(s) for s in spec.schemes], "baseline": spec.baseline,
+        "workload_type": spec.workload_type, "workload": dataclasses.asdict(spec.workload),
+        "sweep": spec.sweep, "loads": spec.loads, "seeds": spec.seeds,
+        "duration": spec.duration, "warmup": spec.warmup, "cooldown": spec.cooldown,
+        "drain": spec.drain, "settle": spec.settle, "network": spec.network,
+        "classes": dataclasses.asdict(spec.classes),
+        "marking": dataclasses.asdict(spec.marking), "congestion": spec.congestion,
+        "agent": dataclasses.asdict(spec.agent),
+    }
+
+
+def _run_scheme(state: _State, scheme: Scheme,
+                workloads: dict[tuple[int, float], list[Flow]]) -> None:
+    spec = state.spec
+    runs = [(seed, value) for seed in spec.seeds for value in spec.loads]
+    if spec.network == "per_scheme":
+        with _network(state, scheme, None) as net:
+            for i, (seed, value) in enumerate(runs):
+                if i:
+                    time.sleep(spec.settle)  # let queues drain and timers settle
+                _run_one(state, net, scheme, seed, value, workloads[(seed, value)])
+    else:
+        for seed, value in runs:
+            with _network(state, scheme, seed) as net:
+                _run_one(state, net, scheme, seed, value, workloads[(seed, value)])
+
+
+@contextmanager
+def _network(state: _State, scheme: Scheme, seed: int | None) -> Iterator[Any]:
+    from dcnlab.topo.network import EmulationWarning, Network, NetworkError
+
+    spec = state.spec
+    kind = scheme.switch or spec.switch
+    options = dict(scheme.switch_options)
+    if seed is not None and kind == "ext":
+        options.setdefault("seed", seed)  # per-run networks: the switch's randomness too
+    run_dir = state.out / "runs" / scheme.name / (f"network_seed{seed}" if seed is not None
+                                                  else "network")
+    state.progress.set_phase(f"{scheme.name}: starting network ({spec.topology}, {kind})")
+    net = Network(spec.topology, app=scheme.app, switch=kind, run_dir=run_dir,
+                  app_env=scheme.env, app_args=scheme.app_args,
+                  switch_options=options or None)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EmulationWarning)  # kept in net.warnings
+            net.start()
+    except NetworkError as exc:
+        state.errors.append(f"scheme {scheme.name}: the network did not start: {exc}")
+        raise _Stop from None
+    state.meta["networks"].append({"scheme": scheme.name, "seed": seed,
+                                   "startup_s": round(net.startup_seconds or 0, 2),
+                                   "warnings": net.warnings, "run_dir": str(run_dir)})
+    for message in net.warnings:
+        state.progress.message(f"warning: {message}")
+    try:
+        yield net
+    finally:
+        try:
+            net.stop()
+        except NetworkError as exc:
+            state.errors.append(f"scheme {scheme.name}: clean-up: {exc}")
+
+
+def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
+             flows: list[Flow]) -> None:
+    spec = state.spec
+    label = f"seed{seed}_{spec.sweep}{fmt(value)}"
+    run_dir = state.out / "runs" / scheme.name / label
+    state.progress.set_phase(f"{scheme.name} seed {seed} {spec.sweep} {fmt(value)}")
+    endpoints = {h.name: Endpoint(h.name, h.ip, net.host(h.name).popen, spec.agent.port,
+                                  spec.congestion_for(h.name)) for h in net.spec.hosts}
+    marking = spec.marking
+    ranges = {True: tuple(marking.elephant_ports) if marking.ports
+              else tuple(marking.other_ports), False: tuple(marking.other_ports)}
+    horizon = max([spec.duration] + [max(f.start, f.stop or 0.0) for f in flows])
+    base = state.progress.done
+    drops_before = _drops(net)
+    began = time.monotonic()
+    try:
+        result = replay(flows, endpoints, run_dir, drain=spec.drain, horizon=horizon,
+                        sample_interval=spec.agent.sample_interval, port_ranges=ranges,
+                        elephant=marking.is_elephant,
+                        on_done=lambda _fid, _status: state.progress.advance())
+    except ReplayError as exc:
+        state.errors.append(f"run {scheme.name} {label}: {exc}")
+        raise _Stop from None
+    elapsed = time.monotonic() - began
+    drops_after = _drops(net)
+    rows = flow_rows(spec, scheme.name, seed, value, flows, result)
+    state.rows += state.flows_csv.write(rows)
+    not_ok = sum(1 for r in rows if r["status"] != "ok")
+    state.not_ok += not_ok
+    if state.samples_csv is not None:
+        state.samples_csv.write(_samples(run_dir, scheme.name, seed, value))
+    state.runs += 1
+    state.progress.done = base  # flows that never reported still count as handled
+    state.progress.advance(len(flows))
+    state.meta["runs"].append({
+        "scheme": scheme.name, "seed": seed, "load": value, "flows": len(flows),
+        "not_ok": not_ok, "elapsed_s": round(elapsed, 2),
+        "replay_s": round(result.elapsed, 2), "agents": result.agents,
+        "switch_drops": _delta(drops_before, drops_after), "errors": result.errors,
+        "run_dir": str(run_dir)})
+    write_json(state.out / META_JSON, state.meta)
+    state.progress.message(f"{scheme.name} seed {seed} {spec.sweep} {fmt(value)}: "
+                           f"{len(flows)} flows, {not_ok} not ok, {elapsed:.1f} s")
+    if result.errors:
+        state.errors += [f"run {scheme.name} {label}: {e}" for e in result.errors]
+        raise _Stop
+
+
+def flow_rows(spec: ExperimentSpec, scheme: str, seed: int, value: float,
+              flows: list[Flow], result: ReplayResult) -> list[dict[str, Any]]:
+    """flows.csv rows of one run: one per flow, whatever became of it."""
+    low, high = spec.measure_window()
+    rows = []
+    for f in flows:
+        rec = result.records[f.id]
+        rows.append({
+            "scheme": scheme, "load": value, "seed": seed, "flow_id": f.id,
+            "src": f.src, "dst": f.dst, "size": f.size,
+            "class": size_class(f.size, f.kind, spec.classes.mouse_max,
+                                spec.classes.elephant_min),
+            "kind": f.kind, "tag": f.tag, "sport": rec.get("sport"), "dscp": f.dscp,
+            "sched": f.start, "start": rec.get("start"), "end": rec.get("end"),
+            "fct": rec.get("fct"), "bytes": rec.get("bytes"),
+            "retransmits": rec.get("retrans"), "ooo": rec.get("ooo"),
+            "segs_in": rec.get("segs_in"), "status": rec.get("status"),
+            "measured": low <= f.start < high, "late": rec.get("late"),
+            "error": rec.get("error", ""),
+        })
+    return rows
+
+
+def _samples(run_dir: Path, scheme: str, seed: int, value: float) -> Iterator[dict[str, Any]]:
+    import json
+
+    for path in sorted(run_dir.glob("samples_*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                sample = json.loads(line)
+            except ValueError:
+                continue
+            yield {"scheme": scheme, "load": value, "seed": seed,
+                   "flow_id": sample.get("id"), **sample}
+
+
+def _drops(net: Any) -> dict[str, int] | None:
+    """Sum of every drop counter over every switch port (best effort; None if unknown)."""
+    totals: dict[str, int] = {}
+    try:
+        for sw in net.spec.switches:
+            for counters in net.port_stats(sw.name).values():
+                for key, value in counters.items():
+                    if "drop" in key and isinstance(value, int):
+                        totals[key] = totals.get(key, 0) + value
+    except Exception:  # noqa: BLE001 - counters are informative, never fatal
+        return None
+    return totals
+
+
+def _delta(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int] | None:
+    if before is None or after is None:
+        return None
+    return {k: after[k] - before.get(k, 0) for k in after}

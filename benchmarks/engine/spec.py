@@ -1,0 +1,489 @@
+"""Experiment spec files (YAML): schema, validation, and the parsed form.
+
+Everything is checked before anything runs; a bad file raises :class:`SpecFileError`
+whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].app:
+...``, ``loads[2]: ...``).  Schema (defaults in brackets)::
+
+    name: ecmp_vs_single          # [file name]
+    topology: fattree:4           # topology spec string (dcnlab.topo.spec)
+    switch: ovs                   # [ovs] ovs | ext | ofss
+    link:                         # optional: link parameters for every link
+      rate: 10M                   #   Mbit/s (also 1G, 500k)
+      delay: 25us                 #   needs switch ext (no netem on this machine)
+      jitter: 0
+      buffer: 100                 #   packets, or a size: 64KB
+      ecn: 20                     #   CE marking threshold, packets
+    schemes:                      # compared apps; a string is a module name
+      - dcnlab.apps.ecmp          #   name = last component ("ecmp")
+      - name: single
+        app: dcnlab.apps.single_path
+        env: {KEY: value}         #   extra environment for ryu-manager
+        switch: ext               #   [experiment's switch]
+        switch_options: {select_mode: random}   # passed to the switch kind; with
+                                  #   network: per_run, ext switches get seed: <run seed>
+        app_args: []              #   extra ryu-manager arguments
+    baseline: ecmp                # [the scheme named "ecmp" if any, else the first]
+    workload:
+      type: poisson               # poisson | incast | rps_static | rps_random | longlived
+      ...                         # the type's parameters (workloads.py)
+    loads: [0.2, 0.4]             # sweep values; meaning depends on the workload type
+    seeds: [1, 2, 3]
+    duration: 20                  # s: arrival window (poisson), run length (longlived)
+    warmup: 2                     # s: flows starting earlier are not measured
+    cooldown: 2                   # s: flows starting in the last cooldown s are not measured
+    drain: 60                     # s: after the last scheduled start, wait this long for
+                                  #    running flows; then they are recorded unfinished
+    settle: 1                     # s: idle pause between runs on one network
+    network: per_scheme           # per_scheme (reuse a network for seeds and loads) | per_run
+    classes: {mouse_max: 10KB, elephant_min: 10MB}  # mouse < mouse_max <= rabbit
+                                  #   <= elephant_min < elephant
+    marking: {elephant_min: 10MB, ports: true, dscp: 0,
+              elephant_ports: [30001, 60999], other_ports: [10000, 29999]}
+    congestion: cubic             # [cubic] per-host TCP congestion control, or a mapping
+                                  #  {default: cubic, h3: reno}; null keeps the host default
+    agent: {port: 5001, sample_interval: 0}   # sample_interval > 0: RTT/cwnd samples
+    scenarios:                    # optional: several experiments in one file, each the
+      static:                     #   top-level fields with these replaced; results go to
+        workload: {type: rps_static}   # OUT/<scenario>/
+        loads: [0, 1, 2]
+      random: {workload: {type: rps_random}, loads: [1, 2, 4]}
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dcnlab.topo.spec import SpecError, TopologySpec
+from dcnlab.topo.spec import parse as parse_topology
+
+from . import schema
+from .cdf import CdfError, load_cdf
+from .marking import Marking
+from .schema import SpecFileError, from_mapping, join
+from .workloads import WORKLOAD_TYPES, PoissonWorkload, Workload, WorkloadError, generate
+
+CONGESTION_FILE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+APP_PACKAGE = "dcnlab.apps"
+DEFAULT_BASELINE = "ecmp"
+
+
+@dataclass(frozen=True)
+class LinkOptions:
+    rate: float | None = schema.field(None, unit="mbit", min=0.001)
+    delay: float | None = schema.field(None, unit="seconds", min=0.0)
+    jitter: float | None = schema.field(None, unit="seconds", min=0.0)
+    buffer: str | None = schema.field(None, doc="packets (100) or bytes (64KB)")
+    ecn: int | None = schema.field(None, min=1)
+
+    def topology_options(self) -> list[str]:
+        """The same parameters as topology spec options (``rate=10M``...)."""
+        opts = []
+        if self.rate is not None:
+            opts.append(f"rate={self.rate:g}M")
+        if self.delay is not None:
+            opts.append(f"delay={self.delay * 1e6:g}us")
+        if self.jitter is not None:
+            opts.append(f"jitter={self.jitter * 1e6:g}us")
+        if self.buffer is not None:
+            opts.append(f"buffer={self.buffer}")
+        if self.ecn is not None:
+            opts.append(f"ecn={self.ecn}")
+        return opts
+
+
+@dataclass(frozen=True)
+class Scheme:
+    name: str
+    app: str
+    env: dict[str, str] = schema.field({})
+    switch: str | None = None
+    switch_options: dict[str, Any] = schema.field({})
+    app_args: list[str] = schema.field([])
+
+
+@dataclass(frozen=True)
+class Classes:
+    """Size classes: mouse < mouse_max <= rabbit <= elephant_min < elephant."""
+
+    mouse_max: int = schema.field(10_000, unit="bytes", min=1)
+    elephant_min: int = schema.field(10_000_000, unit="bytes", min=1)
+
+    def __post_init__(self) -> None:
+        if self.elephant_min < self.mouse_max:
+            raise ValueError("classes.elephant_min must not be below classes.mouse_max")
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    port: int = schema.field(5001, min=1, max=65535)
+    sample_interval: float = schema.field(0.0, unit="seconds", min=0.0)
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    name: str
+    topology: str  # canonical topology spec, link options included
+    switch: str
+    schemes: list[Scheme]
+    baseline: str
+    workload_type: str
+    workload: Any  # one of the workload dataclasses
+    loads: list[float]
+    seeds: list[int]
+    duration: float
+    warmup: float
+    cooldown: float
+    drain: float
+    settle: float
+    network: str
+    classes: Classes
+    marking: Marking
+    congestion: dict[str, str | None]  # host name or "default" -> algorithm
+    agent: AgentOptions
+    scenario: str | None = None  # its name, when the file has scenarios
+    source: Path | None = None  # the spec file
+    raw: dict[str, Any] = field(default_factory=dict)  # the YAML mapping as read
+
+    @property
+    def base_dir(self) -> Path | None:
+        return self.source.parent if self.source is not None else None
+
+    @property
+    def sweep(self) -> str:
+        return str(self.workload.SWEEP)
+
+    def topo(self) -> TopologySpec:
+        return parse_topology(self.topology)
+
+    def congestion_for(self, host: str) -> str | None:
+        return self.congestion.get(host, self.congestion.get("default"))
+
+    def measure_window(self) -> tuple[float, float]:
+        """Flows starting in [low, high) are measured (warm-up and cool-down excluded)."""
+        if self.duration <= 0:
+            return 0.0, float("inf")
+        return self.warmup, self.duration - self.cooldown
+
+
+# Top-level fields and the order they are checked in.
+_TOP = ["name", "topology", "switch", "link", "schemes", "baseline", "workload", "loads",
+        "seeds", "duration", "warmup", "cooldown", "drain", "settle", "network", "classes",
+        "marking", "congestion", "agent", "scenarios"]
+_NEEDS_DURATION = {"poisson", "longlived"}
+
+
+def load_spec(path: str | os.PathLike[str]) -> ExperimentSpec:
+    """Read and validate a spec file without scenarios (see :func:`load_specs`)."""
+    specs = load_specs(path)
+    if len(specs) != 1 or specs[0].scenario is not None:
+        raise SpecFileError("scenarios", f"{path} holds {len(specs)} scenarios; use "
+                            "load_specs()")
+    return specs[0]
+
+
+def load_specs(path: str | os.PathLike[str]) -> list[ExperimentSpec]:
+    """Read and validate a spec file: one spec, or one per scenario, all checked before
+    any is returned.  Raises SpecFileError naming the field."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise SpecFileError("", f"cannot read spec file {p}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SpecFileError("", f"{p}: not valid YAML{where}: "
+                            f"{getattr(exc, 'problem', None) or exc}") from None
+    return parse_specs(data, source=p.absolute())
+
+
+def parse_specs(data: Any, source: Path | None = None,
+                check_apps: bool = True) -> list[ExperimentSpec]:
+    """Validate a spec mapping that may hold ``scenarios``."""
+    if not isinstance(data, dict) or "scenarios" not in data:
+        return [parse_spec(data, source, check_apps)]
+    scenarios = data["scenarios"]
+    if not isinstance(scenarios, dict) or not scenarios:
+        raise SpecFileError("scenarios", "expected a mapping of scenario name -> fields")
+    base = {k: v for k, v in data.items() if k != "scenarios"}
+    name = str(base.get("name") or (source.stem if source else "experiment"))
+    specs = []
+    for scenario, overrides in scenarios.items():
+        where = join("scenarios", str(scenario))
+        if not isinstance(overrides, dict):
+            raise SpecFileError(where, "expected a mapping of fields to replace")
+        if not str(scenario).replace("_", "").replace("-", "").isalnum():
+            raise SpecFileError(where, "scenario names are directory names: use letters, "
+                                "digits, '-' and '_'")
+        for key in ("name", "scenarios"):
+            if key in overrides:
+                raise SpecFileError(join(where, key), "cannot be set per scenario")
+        merged = {**base, **overrides, "name": name}
+        try:
+            spec = parse_spec(merged, source, check_apps)
+        except SpecFileError as exc:
+            top = exc.field.split(".", 1)[0].split("[", 1)[0]
+            if top in overrides:
+                raise SpecFileError(join(where, exc.field),
+                                    str(exc).removeprefix(f"{exc.field}: ")) from None
+            raise
+        specs.append(replace(spec, scenario=str(scenario)))
+    return specs
+
+
+def parse_spec(data: Any, source: Path | None = None,
+               check_apps: bool = True) -> ExperimentSpec:
+    """Validate a spec mapping (as loaded from YAML)."""
+    if not isinstance(data, dict):
+        raise SpecFileError("", "an experiment spec must be a YAML mapping of fields")
+    schema.unknown_keys(data, _TOP, "")
+    if "scenarios" in data:
+        raise SpecFileError("scenarios", "this spec has scenarios: use parse_specs()")
+    base_dir = source.parent if source is not None else None
+
+    name = _string(data, "name", default=source.stem if source else "experiment")
+    link = from_mapping(LinkOptions, data.get("link"), "link")
+    topo_text = _string(data, "topology")
+    topo = _topology(topo_text, link)
+    switch = _string(data, "switch", default="ovs")
+    _check_switch(switch, "switch")
+
+    schemes = _schemes(data.get("schemes"), check_apps)
+    baseline = _baseline(data.get("baseline"), schemes)
+
+    wtype, workload = _workload(data.get("workload"))
+    loads = schema.convert(_required(data, "loads"), list[float], "loads")
+    if not loads:
+        raise SpecFileError("loads", "needs at least one value")
+    seeds = schema.convert(_required(data, "seeds"), list[int], "seeds")
+    if not seeds:
+        raise SpecFileError("seeds", "needs at least one seed")
+    _unique(loads, "loads")
+    _unique(seeds, "seeds")
+
+    needs = wtype in _NEEDS_DURATION
+    duration = _seconds(data, "duration", None if needs else 0.0)
+    if needs and duration <= 0:
+        raise SpecFileError("duration", f"must be positive for workload type {wtype}")
+    warmup = _seconds(data, "warmup", 0.0)
+    cooldown = _seconds(data, "cooldown", 0.0)
+    if duration > 0 and warmup + cooldown >= duration:
+        raise SpecFileError("warmup", f"warmup ({warmup:g} s) + cooldown ({cooldown:g} s) "
+                            f"leave nothing of the {duration:g} s duration to measure")
+    drain = _seconds(data, "drain", 60.0)
+    settle = _seconds(data, "settle", 1.0)
+    network = schema.convert(data.get("network", "per_scheme"), str, "network",
+                             {"choices": ("per_scheme", "per_run")})
+    classes = from_mapping(Classes, data.get("classes"), "classes")
+    marking = from_mapping(Marking, data.get("marking"), "marking")
+    congestion = _congestion(data.get("congestion", "cubic"), topo)
+    agent = from_mapping(AgentOptions, data.get("agent"), "agent")
+
+    spec = ExperimentSpec(
+        name=name, topology=topo.spec, switch=switch, schemes=schemes, baseline=baseline,
+        workload_type=wtype, workload=workload, loads=loads, seeds=seeds, duration=duration,
+        warmup=warmup, cooldown=cooldown, drain=drain, settle=settle, network=network,
+        classes=classes, marking=marking, congestion=congestion, agent=agent,
+        source=source, raw=data)
+    _check_workload(spec, topo, base_dir)
+    return spec
+
+
+# ---------------------------------------------------------------------------
+
+
+def _required(data: dict[str, Any], key: str) -> Any:
+    if key not in data or data[key] is None:
+        raise SpecFileError(key, "required field is missing")
+    return data[key]
+
+
+def _string(data: dict[str, Any], key: str, default: str | None = None) -> str:
+    if key not in data and default is not None:
+        return default
+    return str(schema.convert(_required(data, key), str, key))
+
+
+def _seconds(data: dict[str, Any], key: str, default: float | None) -> float:
+    if data.get(key) is None:
+        if default is None:
+            raise SpecFileError(key, "required field is missing")
+        return default
+    value = float(schema.convert(data[key], float, key, {"unit": "seconds"}))
+    if value < 0:
+        raise SpecFileError(key, f"must not be negative, got {value:g}")
+    return value
+
+
+def _unique(values: list[Any], where: str) -> None:
+    seen = set()
+    for i, v in enumerate(values):
+        if v in seen:
+            raise SpecFileError(join(where, i), f"{v} appears twice")
+        seen.add(v)
+
+
+def _topology(text: str, link: LinkOptions) -> TopologySpec:
+    opts = link.topology_options()
+    full = text
+    if opts:
+        full += ("," if ":" in text else ":") + ",".join(opts)
+    try:
+        return parse_topology(full)
+    except SpecError as exc:
+        where = "link" if opts and _parses(text) else "topology"
+        raise SpecFileError(where, str(exc)) from None
+
+
+def _parses(text: str) -> bool:
+    try:
+        parse_topology(text)
+    except SpecError:
+        return False
+    return True
+
+
+def _check_switch(kind: str, where: str) -> None:
+    from dcnlab.topo.switches import SwitchKindError, get_switch_kind
+
+    try:
+        get_switch_kind(kind)
+    except SwitchKindError as exc:
+        raise SpecFileError(where, str(exc)) from None
+
+
+def _schemes(value: Any, check_apps: bool) -> list[Scheme]:
+    if not isinstance(value, list) or not value:
+        raise SpecFileError("schemes", "needs a list of at least one scheme (app module names "
+                            "or {name, app} mappings)")
+    schemes = []
+    for i, item in enumerate(value):
+        where = join("schemes", i)
+        if isinstance(item, str):
+            item = {"app": item}
+        if isinstance(item, dict) and "name" not in item and isinstance(item.get("app"), str):
+            item = {**item, "name": _default_name(item["app"])}
+        scheme = from_mapping(Scheme, item, where)
+        if check_apps:
+            _check_app(scheme.app, join(where, "app"))
+        if scheme.switch is not None:
+            _check_switch(scheme.switch, join(where, "switch"))
+        schemes.append(scheme)
+    names = [s.name for s in schemes]
+    for i, n in enumerate(names):
+        if names.index(n) != i:
+            raise SpecFileError(join("schemes", i), f"scheme name {n!r} is used twice; give "
+                                "each scheme a distinct name")
+    return schemes
+
+
+def _default_name(app: str) -> str:
+    stem = app.removesuffix(".py").replace(os.sep, ".")
+    return stem.rsplit(".", 1)[-1]
+
+
+def _check_app(app: str, where: str) -> None:
+    """The app must exist where ryu-manager will look: a file, or an importable module."""
+    if app.endswith(".py") or os.sep in app:
+        if not Path(app).is_file():
+            raise SpecFileError(where, f"app file {app} does not exist")
+        return
+    try:
+        found = importlib.util.find_spec(app)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        hint = ""
+        if app.startswith(APP_PACKAGE + "."):
+            hint = " (is the app written yet? see apps/)"
+        raise SpecFileError(where, f"no module named {app!r}{hint}")
+
+
+def _baseline(value: Any, schemes: list[Scheme]) -> str:
+    names = [s.name for s in schemes]
+    if value is None:
+        return DEFAULT_BASELINE if DEFAULT_BASELINE in names else names[0]
+    text = str(schema.convert(value, str, "baseline"))
+    if text not in names:
+        raise SpecFileError("baseline", f"{text!r} is not a scheme name ({', '.join(names)})")
+    return text
+
+
+def _workload(value: Any) -> tuple[str, Workload]:
+    if value is None:
+        raise SpecFileError("workload", "required field is missing")
+    if not isinstance(value, dict):
+        raise SpecFileError("workload", "expected a mapping with a 'type' field")
+    wtype = schema.convert(value.get("type", "poisson"), str, "workload.type",
+                           {"choices": tuple(WORKLOAD_TYPES)})
+    params = {k: v for k, v in value.items() if k != "type"}
+    workload = from_mapping(WORKLOAD_TYPES[wtype], params, "workload")
+    return wtype, workload
+
+
+def _congestion(value: Any, topo: TopologySpec) -> dict[str, str | None]:
+    if value is None or isinstance(value, str):
+        mapping: dict[str, Any] = {"default": value}
+    elif isinstance(value, dict):
+        mapping = {str(k): v for k, v in value.items()}
+    else:
+        raise SpecFileError("congestion", "expected an algorithm name or a mapping "
+                            "{default: cubic, <host>: <algorithm>}")
+    hosts = {h.name for h in topo.hosts}
+    available = _available_congestion()
+    out: dict[str, str | None] = {}
+    for key, algo in mapping.items():
+        where = join("congestion", key)
+        if key != "default" and key not in hosts:
+            raise SpecFileError(where, f"{key!r} is neither 'default' nor a host of "
+                                f"{topo.spec}")
+        if algo is not None:
+            algo = str(schema.convert(algo, str, where))
+            if available is not None and algo not in available:
+                raise SpecFileError(where, f"{algo!r} is not available on this machine "
+                                    f"(available: {', '.join(sorted(available))})")
+        out[key] = algo
+    return out
+
+
+def _available_congestion() -> set[str] | None:
+    try:
+        return set(CONGESTION_FILE.read_text().split())
+    except OSError:
+        return None
+
+
+def _check_workload(spec: ExperimentSpec, topo: TopologySpec, base_dir: Path | None) -> None:
+    """Generate nothing, but check everything the generator will need, per sweep value."""
+    if isinstance(spec.workload, PoissonWorkload):
+        try:
+            load_cdf(spec.workload.cdf, base_dir)
+        except CdfError as exc:
+            raise SpecFileError("workload.cdf", str(exc)) from None
+    for i, value in enumerate(spec.loads):
+        try:
+            spec.workload.check(topo, value, base_dir)
+        except WorkloadError as exc:
+            where = join("workload", exc.field) if exc.field else join("loads", i)
+            raise SpecFileError(where, str(exc).removeprefix(f"{exc.field}: ")) from None
+
+
+def flows_for(spec: ExperimentSpec, seed: int, value: float) -> list[Any]:
+    """Convenience for callers holding a spec: the marked flow list of one run."""
+    from .marking import assign_marks
+
+    flows = generate(spec.workload, spec.topo(), value, seed, spec.duration, spec.base_dir)
+    return assign_marks(flows, spec.marking, seed)
+
+
+def with_overrides(spec: ExperimentSpec, **changes: Any) -> ExperimentSpec:
+    """A copy with some fields replaced (tests and scripts shrink shipped specs)."""
+    return replace(spec, **changes)

@@ -1,0 +1,91 @@
+"""The summary as a readable text table: one block per sweep value, a column per scheme.
+
+Each cell is ``mean ± CI`` across seeds; non-baseline schemes add ``x ratio [low, high]``
+to the baseline (per-seed paired ratio and its 95% CI).  FCTs are shown in ms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from .metrics import CLASSES, SummaryRow
+
+# (metric, class, label, scale) in display order.
+ROWS: list[tuple[str, str, str, float]] = [
+    ("flows", "all", "flows measured", 1.0),
+    ("failed", "all", "failed (not ok)", 1.0),
+]
+for _cls in CLASSES:
+    ROWS += [
+        ("fct_mean", _cls, f"{_cls} FCT mean (ms)", 1e3),
+        ("fct_p50", _cls, f"{_cls} FCT p50 (ms)", 1e3),
+        ("fct_p99", _cls, f"{_cls} FCT p99 (ms)", 1e3),
+    ]
+ROWS += [
+    ("tput_mbps", "elephant", "elephant throughput (Mbit/s)", 1.0),
+    ("ooo_pct", "all", "out-of-order (% of segments)", 1.0),
+]
+for _cls in CLASSES:
+    ROWS.append(("ooo_pct", _cls, f"  {_cls} out-of-order (%)", 1.0))
+
+
+def fmt(value: float) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    magnitude = abs(value)
+    if magnitude >= 100 or value == int(value) and magnitude < 1e6:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 0.01:
+        return f"{value:.2f}"
+    return f"{value:.2g}"
+
+
+def cell(row: SummaryRow, scale: float, baseline: str | None) -> str:
+    text = fmt(row.mean * scale)
+    if math.isfinite(row.ci):
+        text += f" ± {fmt(row.ci * scale)}"
+    if row.scheme != baseline and math.isfinite(row.ratio):
+        text += f"  x{row.ratio:.2f}"
+        if math.isfinite(row.ratio_ci):
+            text += f" [{row.ratio - row.ratio_ci:.2f}, {row.ratio + row.ratio_ci:.2f}]"
+    return text
+
+
+def render(summary: Sequence[SummaryRow], baseline: str | None, sweep: str = "load",
+           title: str = "") -> str:
+    schemes = list(dict.fromkeys(r.scheme for r in summary))
+    if baseline in schemes:  # baseline first: every ratio refers to it
+        schemes.remove(baseline)
+        schemes.insert(0, baseline)
+    loads = sorted({r.load for r in summary})
+    index = {(r.scheme, r.load, r.metric, r.cls): r for r in summary}
+    lines = [title] if title else []
+    if baseline:
+        lines.append(f"mean ± 95% CI across seeds; x ratio to {baseline} "
+                     "[95% CI of per-seed ratios]")
+    for load in loads:
+        seeds = max((r.seeds for r in summary if r.load == load and r.metric == "flows"),
+                    default=0)
+        header = [f"{sweep} = {fmt(load)} ({seeds} seed{'s' if seeds != 1 else ''})",
+                  *schemes]
+        body = []
+        for metric, cls, label, scale in ROWS:
+            cells = []
+            present = False
+            for scheme in schemes:
+                row = index.get((scheme, load, metric, cls))
+                if row is not None and math.isfinite(row.mean):
+                    present = True
+                cells.append(cell(row, scale, baseline) if row is not None else "-")
+            if present:
+                body.append([label, *cells])
+        widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+        lines.append("")
+        lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+        lines.append("  ".join("-" * w for w in widths))
+        for r in body:
+            lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,163 @@
+"""Traffic agents on loopback (no root, no network): every flow is recorded, whatever
+happens to it.  Each "host" is an agent process bound to its own 127.0.0.x address."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from dcnlab.benchmarks.engine.replay import Endpoint, merge_records, replay
+from dcnlab.benchmarks.engine.workloads import Flow
+
+
+def _hosts(n: int) -> dict[str, Endpoint]:
+    return {f"h{i}": Endpoint(f"h{i}", f"127.0.0.{i}") for i in range(1, n + 1)}
+
+
+def test_every_kind_of_flow_completes(tmp_path: Path) -> None:
+    flows = [Flow(i, f"h{1 + i % 3}", f"h{1 + (i + 1) % 3}", size, 0.02 * i,
+                  sport=20000 + i)
+             for i, size in enumerate([1, 500, 9_999, 200_000, 3_000_000, 64_000])]
+    flows.append(Flow(6, "h1", "h2", 0, 0.0, stop=0.4, sport=30001, dscp=8, tag="long"))
+    flows.append(Flow(7, "h3", "h1", 0, 0.1, kind="udp", stop=0.4, rate_mbit=10.0,
+                      sport=20100))
+    done: list[int] = []
+    result = replay(flows, _hosts(3), tmp_path, drain=10.0, sample_interval=0.05,
+                    on_done=lambda fid, status: done.append(fid))
+    assert result.errors == []
+    assert sorted(done) == list(range(8))
+    for flow in flows:
+        rec = result.records[flow.id]
+        assert rec["status"] == "ok", rec
+        assert rec["start"] is not None and rec["end"] >= rec["start"]
+        assert rec["sport"] == flow.sport
+        if flow.kind == "tcp" and flow.size:
+            assert rec["bytes"] == flow.size
+            # (retransmissions happen even on loopback: tail-loss probes count)
+            assert rec["fct"] > 0 and rec["retrans"] is not None and rec["segs_in"] > 0
+    long_lived = result.records[6]
+    assert long_lived["bytes"] > 1_000_000 and long_lived["end"] >= 0.4
+    udp = result.records[7]
+    expected = 10e6 * 0.3 / 8  # 10 Mbit/s for 0.3 s, headers excluded
+    assert 0.5 * expected < udp["bytes"] <= 1.05 * expected
+    assert udp["pkts_sent"] > 0
+    samples = (tmp_path / "samples_h1.jsonl").read_text().splitlines()
+    assert any(json.loads(s)["id"] == 6 for s in samples)
+    assert all(info["exit"] == 0 for info in result.agents.values())
+
+
+def test_busy_source_port_moves_to_the_next_one(tmp_path: Path) -> None:
+    blocker = socket.create_server(("127.0.0.1", 21000))
+    try:
+        flows = [Flow(0, "h1", "h2", 10_000, 0.0, sport=21000)]
+        result = replay(flows, _hosts(2), tmp_path, drain=5.0,
+                        port_ranges={False: (21000, 21010), True: (30001, 30010)},
+                        elephant=lambda f: False)
+    finally:
+        blocker.close()
+    assert result.records[0]["status"] == "ok"
+    assert result.records[0]["sport"] == 21001
+
+
+def test_unfinished_flows_are_recorded_at_the_deadline(tmp_path: Path) -> None:
+    # A long-lived flow that outlives horizon + drain is stopped and kept as unfinished.
+    flows = [Flow(0, "h1", "h2", 1_000, 0.0, sport=20000),
+             Flow(1, "h1", "h2", 0, 0.0, stop=60.0, sport=30001)]
+    result = replay(flows, _hosts(2), tmp_path, drain=0.3, horizon=0.0)
+    assert result.records[0]["status"] == "ok"
+    assert result.records[1]["status"] == "unfinished"
+    assert result.records[1]["bytes"] > 0
+    assert result.errors == []
+
+
+def _pid_of(plan: Path, timeout: float = 10.0) -> int:
+    """The agent we started for ``plan`` (found by its unique plan path)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if str(plan).encode() in cmdline:
+                return int(entry)
+        time.sleep(0.05)
+    raise AssertionError(f"no agent for {plan}")
+
+
+def test_an_agent_that_dies_is_reported_and_its_flows_kept(tmp_path: Path) -> None:
+    flows = [
+        Flow(0, "h1", "h3", 20_000, 0.0, sport=20000),  # finishes before the kill
+        Flow(1, "h2", "h3", 0, 0.0, stop=30.0, sport=30001),  # running when h2 dies
+        Flow(2, "h1", "h2", 0, 0.0, stop=30.0, sport=30002),  # towards the dying host
+        Flow(3, "h2", "h1", 5_000, 20.0, sport=20001),  # scheduled after the death
+        Flow(4, "h3", "h1", 5_000, 1.5, sport=20002),  # unaffected, after the death
+    ]
+    killed: list[int] = []
+
+    def kill_h2() -> None:
+        pid = _pid_of(tmp_path / "plan_h2.json")
+        records = tmp_path / "records_h1.jsonl"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (
+                records.exists() and '"id":0' in records.read_text()):
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(pid, signal.SIGKILL)  # our own child, by its PID
+        killed.append(pid)
+
+    killer = threading.Thread(target=kill_h2)
+    killer.start()
+    result = replay(flows, _hosts(3), tmp_path, drain=2.0, horizon=2.0)
+    killer.join()
+    assert killed
+    assert len(result.errors) == 1
+    assert "agent on h2" in result.errors[0] and "signal 9" in result.errors[0]
+    status = {fid: rec["status"] for fid, rec in result.records.items()}
+    assert status[0] == "ok" and status[4] == "ok"
+    assert status[1] == "agent_died" and status[3] == "agent_died"
+    assert status[2] == "failed"
+    assert "reset" in result.records[2]["error"].lower() or result.records[2]["error"]
+
+
+def test_merge_prefers_the_receiver_for_bytes() -> None:
+    flows = [Flow(0, "h1", "h2", 100, 0.0), Flow(1, "h1", "h2", 100, 0.0),
+             Flow(2, "h3", "h2", 100, 0.0)]
+    rows = [
+        {"role": "tx", "id": 0, "status": "ok", "fct": 0.1, "bytes": 100, "ooo": 2,
+         "segs_in": 5, "retrans": 1},
+        {"role": "rx", "id": 0, "bytes": 100, "ooo": 2, "segs_in": 5},
+        {"role": "tx", "id": 1, "status": "failed", "error": "recv: reset", "bytes": 60},
+        {"role": "rx", "id": 1, "bytes": 40, "ooo": 0, "segs_in": 1, "error": "early"},
+    ]
+    merged = merge_records(rows, flows, dead={"h3"})
+    assert merged[0]["bytes"] == 100 and merged[0]["retrans"] == 1 and merged[0]["ooo"] == 2
+    assert merged[1]["bytes"] == 40 and merged[1]["status"] == "failed"
+    assert merged[2]["status"] == "agent_died"
+
+
+@pytest.mark.parametrize("n", [1])
+def test_agent_rejects_unknown_commands(tmp_path: Path, n: int) -> None:
+    # A malformed control line is reported, not fatal.
+    import subprocess
+    import sys
+
+    plan = {"host": "h1", "listen_ip": "127.0.0.1", "port": 5001,
+            "records": str(tmp_path / "r.jsonl"), "flows": []}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    proc = subprocess.Popen([sys.executable, "-m", "dcnlab.benchmarks.engine.agent",
+                             str(tmp_path / "plan.json")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate(b"jump\nstart 0\nstop\n", timeout=20)
+    events = [json.loads(line)["event"] for line in out.splitlines()]
+    assert proc.returncode == 0, err
+    assert events[0] == "ready" and "error" in events and events[-1] == "stopped"

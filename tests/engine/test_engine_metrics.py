@@ -1,0 +1,102 @@
+"""Metrics math in memory: classes, percentiles, CIs, paired ratios, and the table."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from scipy import stats
+
+from dcnlab.benchmarks.engine.metrics import (
+    mean_ci,
+    percentile,
+    run_metrics,
+    size_class,
+    summarize,
+    throughput_mbps,
+)
+from dcnlab.benchmarks.engine.table import render
+
+
+def test_size_classes_use_strict_bounds() -> None:
+    assert size_class(9_999, "tcp", 10_000, 10_000_000) == "mouse"
+    assert size_class(10_000, "tcp", 10_000, 10_000_000) == "rabbit"
+    assert size_class(10_000_000, "tcp", 10_000, 10_000_000) == "rabbit"
+    assert size_class(10_000_001, "tcp", 10_000, 10_000_000) == "elephant"
+    assert size_class(0, "tcp", 10_000, 10_000_000) == "elephant"  # long-lived
+    assert size_class(5, "udp", 10_000, 10_000_000) == "udp"
+
+
+def test_percentiles_interpolate_linearly() -> None:
+    values = [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert percentile(values, 50) == 3.0
+    assert percentile(values, 99) == pytest.approx(4.96)
+    assert math.isnan(percentile([], 50))
+
+
+def test_confidence_interval_is_student_t() -> None:
+    m, half = mean_ci([1.0, 2.0, 3.0])
+    assert m == 2.0
+    assert half == pytest.approx(stats.t.ppf(0.975, 2) * 1.0 / math.sqrt(3))
+    m1, h1 = mean_ci([4.0])
+    assert m1 == 4.0 and math.isnan(h1)
+    m0, h0 = mean_ci([float("nan")])
+    assert math.isnan(m0) and math.isnan(h0)
+
+
+def _row(scheme: str, seed: int, size: int, fct: float | None, status: str = "ok",
+         ooo: int = 0, segs: int = 10, load: float = 0.2, measured: bool = True
+         ) -> dict[str, Any]:
+    cls = size_class(size, "tcp", 10_000, 10_000_000)
+    return {"scheme": scheme, "load": load, "seed": seed, "size": size, "class": cls,
+            "fct": fct, "bytes": size if status == "ok" else size // 2, "status": status,
+            "ooo": ooo, "segs_in": segs, "measured": measured, "kind": "tcp"}
+
+
+def test_run_metrics_counts_failures_and_pools_out_of_order() -> None:
+    rows = [
+        _row("a", 1, 5_000, 0.010, ooo=1, segs=4),
+        _row("a", 1, 5_000, 0.030, ooo=0, segs=4),
+        _row("a", 1, 100_000, 0.200, ooo=3, segs=70),
+        _row("a", 1, 20_000_000, 16.0, ooo=10, segs=14_000),
+        _row("a", 1, 50_000, None, status="failed", ooo=0, segs=0),
+    ]
+    m = run_metrics(rows)
+    assert m[("flows", "all")] == 5 and m[("failed", "all")] == 1
+    assert m[("fct_mean", "mouse")] == pytest.approx(0.020)
+    assert m[("fct_p50", "rabbit")] == pytest.approx(0.200)  # the failed flow has no FCT
+    assert m[("tput_mbps", "elephant")] == pytest.approx(20e6 * 8 / 16.0 / 1e6)
+    assert m[("ooo_pct", "mouse")] == pytest.approx(100 * 1 / 8)
+    assert m[("ooo_pct", "all")] == pytest.approx(100 * 14 / (8 + 70 + 14_000))
+    assert throughput_mbps({"fct": 0, "bytes": 5}) != throughput_mbps({"fct": 0, "bytes": 5})
+
+
+def test_ratios_are_paired_by_seed() -> None:
+    rows = []
+    # Seed 1: baseline 10 ms, other 5 ms; seed 2: baseline 40 ms, other 30 ms.
+    for seed, base, other in ((1, 0.010, 0.005), (2, 0.040, 0.030)):
+        rows.append(_row("ecmp", seed, 1_000, base))
+        rows.append(_row("x", seed, 1_000, other))
+    rows.append(_row("x", 2, 1_000, 9.0, measured=False))  # warm-up: ignored
+    summary = {(r.scheme, r.metric, r.cls): r for r in summarize(rows, "ecmp")}
+    x = summary[("x", "fct_mean", "mouse")]
+    assert x.mean == pytest.approx(0.0175)
+    assert x.seeds == 2
+    # Mean of per-seed ratios (0.5 and 0.75), not the ratio of means (0.7).
+    assert x.ratio == pytest.approx(0.625)
+    # sd of (0.5, 0.75) is 0.25 / sqrt(2); half-width t * sd / sqrt(2) = t * 0.125.
+    assert x.ratio_ci == pytest.approx(stats.t.ppf(0.975, 1) * 0.125)
+    base = summary[("ecmp", "fct_mean", "mouse")]
+    assert base.ratio == pytest.approx(1.0)
+    assert math.isnan(summary[("x", "flows", "all")].ratio)  # counts get no ratio
+
+
+def test_table_shows_every_scheme_and_ratio() -> None:
+    rows = [_row(s, seed, 1_000, f) for seed in (1, 2, 3)
+            for s, f in (("ecmp", 0.010 * seed), ("single", 0.012 * seed))]
+    text = render(summarize(rows, "ecmp"), "ecmp", "load", "demo")
+    assert "demo" in text and "load = 0.20 (3 seeds)" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("mouse FCT mean"))
+    assert line.index("20") < line.index("24")  # ecmp column first, in ms
+    assert "x1.20 [1.20, 1.20]" in line

@@ -1,0 +1,143 @@
+"""Experiment spec files: shipped specs load; every mistake names its field; nothing runs."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dcnlab.benchmarks.engine import ExperimentError, SpecFileError, load_spec, run_experiment
+from dcnlab.benchmarks.engine.spec import load_specs, parse_spec, parse_specs
+
+GOOD: dict[str, Any] = {
+    "topology": "spineleaf:1,2,4",
+    "link": {"rate": "10M"},
+    "schemes": ["ryu.app.simple_switch_13", {"name": "again",
+                                             "app": "ryu.app.simple_switch_13"}],
+    "workload": {"type": "poisson", "cdf": "websearch"},
+    "loads": [0.1, 0.3],
+    "seeds": [1],
+    "duration": 10,
+}
+
+
+def _spec(**changes: Any) -> dict[str, Any]:
+    data = {**GOOD, **changes}
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def _error(data: Any) -> SpecFileError:
+    with pytest.raises(SpecFileError) as info:
+        parse_specs(data)
+    return info.value
+
+
+def test_shipped_specs_load() -> None:
+    folder = resources.files("dcnlab.benchmarks").joinpath("experiments")
+    names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".yaml"))
+    assert {"ecmp_vs_single.yaml", "seed000.yaml"} <= set(names)
+    evs = load_spec(Path(str(folder.joinpath("ecmp_vs_single.yaml"))))
+    assert evs.topology.startswith("fattree:4") and len(evs.seeds) == 3
+    assert len(evs.loads) == 2 and evs.baseline == "ecmp"
+    assert [s.app for s in evs.schemes] == ["dcnlab.apps.ecmp", "dcnlab.apps.single_path"]
+    seed000 = load_specs(Path(str(folder.joinpath("seed000.yaml"))))
+    assert [s.scenario for s in seed000][:2] == ["static", "random"]
+    assert {s.name for s in seed000[0].schemes} == {"single", "ecmp", "spray"}
+    assert "rate=50M" in seed000[0].topology
+
+
+def test_defaults_and_short_forms() -> None:
+    spec = parse_spec(_spec())
+    assert spec.name == "experiment" and spec.switch == "ovs"
+    assert [s.name for s in spec.schemes] == ["simple_switch_13", "again"]
+    assert spec.baseline == "simple_switch_13"  # no "ecmp" scheme: the first one
+    assert spec.topology == "spineleaf:1,2,4,rate=10M"
+    assert spec.congestion_for("h1") == "cubic"
+    assert spec.classes.mouse_max == 10_000 and spec.classes.elephant_min == 10_000_000
+    assert spec.measure_window() == (0.0, 10.0)
+    assert spec.sweep == "load"
+
+
+@pytest.mark.parametrize(("changes", "field", "words"), [
+    ({"topolgy": "fattree:4"}, "topolgy", "did you mean 'topology'"),
+    ({"topology": "fattree:5"}, "topology", "even K"),
+    ({"topology": None}, "topology", "required"),
+    ({"link": {"rate": "fast"}}, "link.rate", "rate in Mbit/s"),
+    ({"link": {"speed": 1}}, "link.speed", "unknown field"),
+    ({"switch": "ovz"}, "switch", "ovz"),
+    ({"schemes": []}, "schemes", "at least one"),
+    ({"schemes": ["dcnlab.apps.nosuch"]}, "schemes[0].app", "no module"),
+    ({"schemes": [{"app": "ryu.app.simple_switch_13", "evn": {}}]}, "schemes[0].evn",
+     "did you mean 'env'"),
+    ({"schemes": ["ryu.app.simple_switch_13", "ryu.app.simple_switch_13"]}, "schemes[1]",
+     "used twice"),
+    ({"baseline": "ecmp"}, "baseline", "not a scheme"),
+    ({"workload": {"type": "poison"}}, "workload.type", "did you mean 'poisson'"),
+    ({"workload": {"type": "poisson", "cdf": "nosuch.cdf"}}, "workload.cdf", "neither"),
+    ({"workload": {"type": "poisson", "pairs": "inter-rack"}}, "workload.pairs",
+     "inter_rack"),
+    ({"workload": {"type": "poisson", "hosts": ["h1", "h99"]}}, "workload.hosts", "h99"),
+    ({"workload": {"type": "incast", "size": "32 potatoes"}}, "workload.size", "bytes"),
+    ({"loads": [0.2, 40]}, "loads[1]", "fraction"),
+    ({"loads": [0.2, 0.2]}, "loads[1]", "twice"),
+    ({"loads": "lots"}, "loads[0]", "number"),
+    ({"seeds": [1.5]}, "seeds[0]", "integer"),
+    ({"duration": None}, "duration", "required"),
+    ({"duration": 10, "warmup": 6, "cooldown": 5}, "warmup", "nothing"),
+    ({"drain": -1}, "drain", "negative"),
+    ({"network": "shared"}, "network", "per_scheme"),
+    ({"classes": {"mouse_max": "20MB"}}, "classes", "elephant_min"),
+    ({"marking": {"dscp": 64}}, "marking.dscp", "<= 63"),
+    ({"marking": {"other_ports": [20000, 40000]}}, "marking", "overlap"),
+    ({"congestion": "vegas-ish"}, "congestion.default", "not available"),
+    ({"congestion": {"h77": "reno"}}, "congestion.h77", "host"),
+    ({"agent": {"port": 0}}, "agent.port", ">= 1"),
+])
+def test_bad_fields_are_named(changes: dict[str, Any], field: str, words: str) -> None:
+    error = _error(_spec(**changes))
+    assert error.field == field
+    assert str(error).startswith(f"{field}: ")
+    assert words in str(error)
+
+
+def test_scenarios_name_their_fields() -> None:
+    base = _spec()
+    data = {**base, "scenarios": {"one": {"loads": [0.2]},
+                                  "two": {"workload": {"type": "incast", "rounds": 0},
+                                          "loads": [3]}}}
+    error = _error(data)
+    assert error.field == "scenarios.two.workload.rounds"
+    data["scenarios"]["two"] = {"name": "x"}
+    assert _error(data).field == "scenarios.two.name"
+    data["scenarios"] = {"one": {"loads": [0.2]}, "two": {"loads": [0.4]}}
+    specs = parse_specs(data)
+    assert [(s.scenario, s.loads) for s in specs] == [("one", [0.2]), ("two", [0.4])]
+
+
+def test_bad_file_runs_nothing(tmp_path: Path) -> None:
+    spec_file = tmp_path / "bad.yaml"
+    spec_file.write_text(yaml.safe_dump(_spec(workload={"type": "poisson", "cdf": "x.cdf"})))
+    out = tmp_path / "out"
+    with pytest.raises(SpecFileError, match=r"^workload\.cdf: "):
+        run_experiment(spec_file, out, progress=False)
+    assert not out.exists()
+    spec_file.write_text("topology: [unclosed\n")
+    with pytest.raises(SpecFileError, match="not valid YAML at line"):
+        run_experiment(spec_file, out, progress=False)
+    with pytest.raises(SpecFileError, match="cannot read"):
+        run_experiment(tmp_path / "missing.yaml", out, progress=False)
+    assert not out.exists()
+
+
+def test_existing_results_are_never_overwritten(tmp_path: Path) -> None:
+    spec_file = tmp_path / "ok.yaml"
+    spec_file.write_text(yaml.safe_dump(_spec()))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "flows.csv").write_text("scheme\n")
+    with pytest.raises(ExperimentError, match="already holds results"):
+        run_experiment(spec_file, out, progress=False)
+    assert (out / "flows.csv").read_text() == "scheme\n"
