@@ -12,7 +12,7 @@ Modules, one concern each: ``cdf`` (size distributions), ``workloads`` (flow lis
 the load formula), ``marking`` (elephant ports/DSCP), ``tcpinfo`` (struct tcp_info),
 ``agent`` (the per-host traffic process), ``replay`` (running agents for one flow list),
 ``spec`` + ``schema`` (YAML experiment specs), ``runner`` (run_experiment), ``metrics``
-(classes, percentiles, CIs, ratios), ``results`` (files), ``table``/``plots``/``report``
+(classes, percentiles, CIs, ratios), ``results`` (files), ``table``/``plots``/``reporting``
 (rendering), ``progress`` (the bar), ``environment`` (versions and machine).
 """
 
@@ -27,8 +27,8 @@ _EXPORTS = {
     "ExperimentError": "runner",
     "RunResult": "runner",
     "run_experiment": "runner",
-    "ReportResult": "report",
-    "report": "report",
+    "ReportResult": "reporting",
+    "report": "reporting",
     "ResultsError": "results",
     "SpecFileError": "schema",
     "ExperimentSpec": "spec",

@@ -36,7 +36,7 @@ from .marking import assign_marks
 from .metrics import size_class
 from .progress import Progress
 from .replay import Endpoint, ReplayError, ReplayResult, replay
-from .report import report
+from .reporting import report
 from .results import (
     FLOW_COLUMNS,
     FLOWS_CSV,

@@ -1,0 +1,134 @@
+"""report() re-renders table and plots from saved data alone; the progress bar."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+
+from dcnlab.benchmarks.engine import ResultsError, report
+from dcnlab.benchmarks.engine.progress import Progress
+from dcnlab.benchmarks.engine.results import FLOW_COLUMNS, CsvAppender, read_flows, write_json
+
+
+def _results_dir(out: Path, scenario: str | None = None) -> None:
+    out.mkdir(parents=True)
+    write_json(out / "meta.json", {
+        "name": "demo", "scenario": scenario, "status": "complete",
+        "spec": {"baseline": "ecmp", "sweep": "load", "topology": "fattree:4",
+                 "workload_type": "poisson",
+                 "schemes": [{"name": "ecmp"}, {"name": "single"}]}})
+    appender = CsvAppender(out / "flows.csv", FLOW_COLUMNS)
+    rows = []
+    fid = 0
+    for seed in (1, 2):
+        for load in (0.2, 0.4):
+            for scheme, slow in (("ecmp", 1.0), ("single", 1.5)):
+                for size, fct in ((5_000, 0.01), (300_000, 0.3), (20_000_000, 12.0)):
+                    rows.append({"scheme": scheme, "load": load, "seed": seed,
+                                 "flow_id": fid, "size": size, "kind": "tcp",
+                                 "class": ("mouse" if size < 10_000 else "elephant"
+                                           if size > 10_000_000 else "rabbit"),
+                                 "fct": fct * slow * (1 + load) * (1 + 0.1 * seed),
+                                 "bytes": size, "ooo": 1, "segs_in": 100, "status": "ok",
+                                 "measured": True, "sched": 0.0})
+                    fid += 1
+                rows.append({"scheme": scheme, "load": load, "seed": seed, "flow_id": fid,
+                             "size": 50_000, "kind": "tcp", "class": "rabbit",
+                             "status": "failed", "measured": True, "error": "reset"})
+                fid += 1
+    appender.write(rows)
+    appender.close()
+
+
+def test_report_renders_from_saved_data(tmp_path: Path) -> None:
+    out = tmp_path / "res"
+    _results_dir(out)
+    first = report(out)
+    assert "load = 0.20 (2 seeds)" in first.table and "load = 0.40" in first.table
+    mouse = next(ln for ln in first.table.splitlines() if ln.startswith("mouse FCT mean"))
+    assert "x1.50 [1.50, 1.50]" in mouse
+    failed = next(ln for ln in first.table.splitlines() if ln.startswith("failed"))
+    assert failed.count("1 ± 0") == 2  # one per run: counted, never dropped
+    names = {p.name for p in first.files}
+    assert {"summary.csv", "summary.txt", "fct_by_class.png", "fct_cdf_load0.20.png",
+            "fct_cdf_load0.40.png", "throughput_elephant.png", "out_of_order.png"} <= names
+    assert all(p.stat().st_size > 0 for p in first.files)
+    with open(out / "summary.csv", newline="") as fh:
+        summary = list(csv.DictReader(fh))
+    assert {r["scheme"] for r in summary} == {"ecmp", "single"}
+    # Idempotent: the same data renders the same table.
+    assert report(out).table == first.table
+    assert (out / "summary.txt").read_text() == first.table
+
+
+def test_report_over_scenarios_and_bad_directories(tmp_path: Path) -> None:
+    _results_dir(tmp_path / "exp" / "static", "static")
+    _results_dir(tmp_path / "exp" / "random", "random")
+    both = report(tmp_path / "exp")
+    assert "== scenario random ==" in both.table and "== scenario static ==" in both.table
+    assert "demo / static" in both.table
+    with pytest.raises(ResultsError, match="not a results directory"):
+        report(tmp_path)
+    with pytest.raises(ResultsError, match="not a directory"):
+        report(tmp_path / "nothing")
+
+
+def test_flows_csv_round_trip(tmp_path: Path) -> None:
+    _results_dir(tmp_path / "r")
+    rows = read_flows(tmp_path / "r" / "flows.csv")
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert failed and all(r["fct"] is None and r["error"] == "reset" for r in failed)
+    assert isinstance(rows[0]["seed"], int) and isinstance(rows[0]["load"], float)
+    assert rows[0]["measured"] is True
+
+
+def test_progress_plain_lines_when_not_a_tty() -> None:
+    stream = io.StringIO()
+    bar = Progress(10, stream=stream)
+    bar.set_phase("ecmp seed 1")
+    for _ in range(10):
+        bar.advance()
+    bar.message("ecmp seed 1: 10 flows")
+    bar.close()
+    lines = stream.getvalue().splitlines()
+    assert "\r" not in stream.getvalue()
+    assert lines[0].startswith("[") and "0/10 flows" in lines[0] and "ecmp seed 1" in lines[0]
+    assert "ecmp seed 1: 10 flows" in lines
+    assert "10/10 flows" in lines[-1]
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_redraws_in_place_on_a_tty() -> None:
+    stream = _Tty()
+    bar = Progress(4, stream=stream)
+    bar.set_phase("x")
+    bar.advance(4)
+    bar.close()
+    text = stream.getvalue()
+    assert text.count("\n") == 1 and "\r\x1b[2K" in text and "100.0%" in text
+    quiet = io.StringIO()
+    off = Progress(4, stream=quiet, enabled=False)
+    off.advance(2)
+    off.message("hidden")
+    off.close()
+    assert quiet.getvalue() == ""
+
+
+def test_public_names_are_the_functions() -> None:
+    # A submodule named like an export would shadow it once imported.
+    import importlib
+
+    import dcnlab.benchmarks.engine as engine
+
+    for module in ("runner", "reporting", "spec", "results", "schema"):
+        importlib.import_module(f"dcnlab.benchmarks.engine.{module}")
+    assert callable(engine.report) and callable(engine.run_experiment)
+    assert callable(engine.load_spec)
+    assert engine.report.__module__.endswith(".reporting")
