@@ -11,11 +11,13 @@ it costs nothing to interpreters that never touch eventlet.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import sys
-from collections.abc import Sequence
-from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # importlib.abc and typing's generics would cost every start-up
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 _TARGET = "eventlet.wsgi"
 
@@ -26,25 +28,27 @@ def _patch(module: ModuleType) -> None:
         module.ALREADY_HANDLED = object()  # type: ignore[attr-defined]
 
 
-class _PatchingLoader(importlib.abc.Loader):
-    def __init__(self, inner: importlib.abc.Loader) -> None:
+class _PatchingLoader:
+    """Wraps the real loader (duck-typed: importlib needs only these two methods)."""
+
+    def __init__(self, inner: object) -> None:
         self._inner = inner
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._inner.create_module(spec)
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self._inner.create_module(spec)  # type: ignore[attr-defined]
 
     def exec_module(self, module: ModuleType) -> None:
-        self._inner.exec_module(module)
+        self._inner.exec_module(module)  # type: ignore[attr-defined]
         _patch(module)
 
 
-class _EventletWsgiFinder(importlib.abc.MetaPathFinder):
+class _EventletWsgiFinder:
     def find_spec(
         self,
         fullname: str,
         path: Sequence[str] | None,
         target: ModuleType | None = None,
-    ) -> importlib.machinery.ModuleSpec | None:
+    ) -> ModuleSpec | None:
         if fullname != _TARGET:
             return None
         for finder in sys.meta_path:
@@ -52,7 +56,7 @@ class _EventletWsgiFinder(importlib.abc.MetaPathFinder):
                 continue
             spec = finder.find_spec(fullname, path, target)
             if spec is not None and spec.loader is not None:
-                spec.loader = _PatchingLoader(spec.loader)
+                spec.loader = _PatchingLoader(spec.loader)  # type: ignore[assignment]
                 return spec
         return None
 
