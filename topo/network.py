@@ -202,6 +202,9 @@ def _netns_inode(pid: int) -> int | None:
 
 
 def _pids_in_netns(inodes: set[int]) -> list[int]:
+    # Never the namespace this process lives in (the machine's own): a mistake there would
+    # make a clean-up kill other people's processes.
+    inodes = inodes - {_netns_inode(os.getpid()), _netns_inode(1)}
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and _netns_inode(int(entry)) in inodes:
