@@ -1,0 +1,53 @@
+"""Bad input at the edges: the CLI and the lifecycle's preflight say what is wrong."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from dcnlab import cli
+from dcnlab.topo import network, ovs
+from dcnlab.topo.switches import get_switch_kind
+
+
+def test_bad_topology_spec_exits_2_listing_valid_forms(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["check", "--topo", "fatree:4", "--app", "ecmp"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown family 'fatree'" in err and "fattree:K" in err and "spineleaf:S,L,H" in err
+
+
+def test_not_root_is_a_clear_error(monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["check", "--topo", "fattree:4", "--app", "ecmp"])
+    assert exc.value.code == 2
+    assert "needs root" in capsys.readouterr().err
+    with pytest.raises(network.NetworkError, match="needs root"):
+        network.preflight(get_switch_kind("ovs"))
+
+
+def test_topo_describes_a_spec(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["topo", "fattree:4,rate=10M"]) == 0
+    out = capsys.readouterr().out
+    assert "20 switches (4 core, 8 agg, 8 edge), 16 hosts" in out
+
+
+def test_missing_open_vswitch_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(ovs, "_search_path", lambda: "/nonexistent")
+    with pytest.raises(network.NetworkError) as exc:
+        network.preflight(get_switch_kind("ovs"))
+    assert "openvswitch-switch" in str(exc.value) and "scripts/setup.sh" in str(exc.value)
+
+
+def test_missing_tool_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(network.NetworkError) as exc:
+        network.preflight(get_switch_kind("ovs"))
+    text = str(exc.value)
+    assert "missing program" in text and "Debian package" in text and "setup.sh" in text
