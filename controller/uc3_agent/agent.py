@@ -1,0 +1,226 @@
+"""dcnlab-agent: report this host's TCP flows and enforce the controller's window clamps.
+
+Runs inside a host (a Mininet host's namespace, or a real server as a daemon).  It
+listens on TCP for controllers (the Ryu app's :class:`~.client.AgentClient` connects),
+greets each connection with ``hello`` and a fresh session nonce, pushes a ``report`` every
+interval, and applies ``alloc`` messages to the BPF map.
+
+Fail open, twice over:
+- the agent deletes every clamp when no valid controller message arrived for
+  ``timeout`` seconds;
+- every map entry carries a lease (``expires_ns`` = last valid controller message +
+  timeout) that the BPF program honours by itself, so clamps lift even if the agent
+  was killed.
+
+Bad input is logged and answered with an ``error`` message; a frame that fails the HMAC
+or breaks the framing closes that connection and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import protocol as proto
+from .bpf import ClampProgram, Tuple4
+from .flows import FlowSampler, read_ss
+
+log = logging.getLogger("dcnlab.agent")
+
+DEFAULT_PORT = 6690
+READ_CHUNK = 65536
+
+
+@dataclass
+class AgentConfig:
+    secret: bytes
+    listen: str = "0.0.0.0"
+    port: int = DEFAULT_PORT
+    interval_s: float = 0.2  # report period
+    timeout_s: float = 2.0  # controller silence before clamps are removed
+    tag: str = ""  # names the cgroup/pins: dcnlab-<tag>; default agent-<pid>
+    work_dir: Path | None = None
+    state_file: Path | None = None
+    name: str = ""
+
+
+class _Conn:
+    """One controller connection: its session, sequence numbers and writer."""
+
+    def __init__(self, writer: asyncio.StreamWriter, secret: bytes) -> None:
+        self.writer = writer
+        self.session = secrets.token_hex(16)
+        self.reader = proto.FrameReader(secret)
+        self.seq_in = proto.SeqCheck()
+        self.seq_out = 0
+        self.authenticated = False
+        self.secret = secret
+        self.peer = str(writer.get_extra_info("peername"))
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.seq_out += 1
+        message["seq"] = self.seq_out
+        self.writer.write(proto.encode(message, self.secret))
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, program: ClampProgram | None = None) -> None:
+        self.cfg = config
+        proto.check_secret(config.secret)
+        self.tag = config.tag or f"agent-{os.getpid()}"
+        self.name = config.name or self.tag
+        self.work_dir = config.work_dir or Path(f"/run/dcnlab-{self.tag}")
+        self.program = program
+        self.clamps: dict[Tuple4, int] = {}
+        self.last_controller = 0.0  # monotonic time of the last valid controller message
+        self.rejected = 0
+        self.conns: set[_Conn] = set()
+        self.sampler = FlowSampler()
+        self._server: asyncio.base_events.Server | None = None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        stop = stop or asyncio.Event()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        if self.program is None:
+            self.program = ClampProgram(self.tag, self.work_dir)
+        try:
+            self._server = await asyncio.start_server(self._serve, self.cfg.listen, self.cfg.port)
+            log.info("agent %s listening on %s:%d, cgroup %s", self.name, self.cfg.listen,
+                     self.cfg.port, self.program.cgroup)
+            self._write_state()
+            while not stop.is_set():
+                self._tick()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.cfg.interval_s)
+        finally:
+            if self._server is not None:
+                self._server.close()
+            for conn in list(self.conns):
+                conn.writer.close()
+            self.program.close(grace_s=0.2)
+            self.clamps.clear()
+            self._write_state(stopped=True)
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        if self.clamps and now - self.last_controller > self.cfg.timeout_s:
+            log.warning("controller silent for %.1f s: removing %d clamp(s) (fail open)",
+                        now - self.last_controller, len(self.clamps))
+            self._clear()
+        flows = [f for f in read_ss() if f.flow.lport != self.cfg.port]
+        stats = self.sampler.sample(flows, self.clamps, now)
+        for conn in list(self.conns):
+            if conn.authenticated:
+                self._send(conn, {"type": "report", "flows": [s.to_dict() for s in stats]})
+        self._write_state()
+
+    def _write_state(self, stopped: bool = False) -> None:
+        if self.cfg.state_file is None or self.program is None:
+            return
+        state = {"agent": self.name, "pid": os.getpid(), "stopped": stopped,
+                 "cgroup": str(self.program.cgroup),
+                 "pins": str(self.program.pin_dir) if self.program.pin_dir else None,
+                 "port": self.cfg.port, "clamps": len(self.clamps), "rejected": self.rejected,
+                 "bpf": self.program.stats() if not stopped else {}}
+        tmp = self.cfg.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        tmp.replace(self.cfg.state_file)
+
+    # -- clamps --------------------------------------------------------------
+
+    def _lease(self) -> int:
+        return time.monotonic_ns() + int(self.cfg.timeout_s * 1e9)
+
+    def _apply(self, msg: proto.ControllerMessage) -> None:
+        assert self.program is not None
+        wanted = {c.flow: c.window for c in msg.clamps}
+        if msg.replace:
+            for flow in [f for f in self.clamps if f not in wanted]:
+                self.program.delete(flow)
+                del self.clamps[flow]
+        self.clamps.update(wanted)
+        self._refresh_leases()
+
+    def _refresh_leases(self) -> None:
+        assert self.program is not None
+        expires = self._lease()
+        for flow, window in self.clamps.items():
+            self.program.set(flow, window, expires)
+
+    def _clear(self) -> None:
+        assert self.program is not None
+        self.program.clear()
+        self.clamps.clear()
+
+    # -- connections -----------------------------------------------------------
+
+    def _send(self, conn: _Conn, message: dict[str, Any]) -> None:
+        try:
+            conn.send(message)
+        except (OSError, proto.ProtocolError) as exc:
+            log.warning("sending to %s failed: %s", conn.peer, exc)
+
+    def _reject(self, conn: _Conn, reason: str) -> None:
+        self.rejected += 1
+        log.error("rejected message from %s: %s", conn.peer, reason)
+        self._send(conn, {"type": "error", "reason": reason[:proto.MAX_STRING]})
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = _Conn(writer, self.cfg.secret)
+        self.conns.add(conn)
+        log.info("controller connection from %s", conn.peer)
+        assert self.program is not None
+        self._send(conn, {"type": "hello", "agent": self.name, "session": conn.session,
+                          "cgroup": str(self.program.cgroup)})
+        try:
+            while True:
+                data = await reader.read(READ_CHUNK)
+                if not data:
+                    break
+                try:
+                    messages = conn.reader.feed(data)
+                except proto.ProtocolError as exc:  # framing or HMAC: cannot go on
+                    self._reject(conn, str(exc))
+                    break
+                for raw in messages:
+                    self._handle(conn, raw)
+                await writer.drain()
+        except (ConnectionError, OSError) as exc:
+            log.info("connection %s ended: %s", conn.peer, exc)
+        finally:
+            self.conns.discard(conn)
+            writer.close()
+            log.info("controller %s disconnected", conn.peer)
+
+    def _handle(self, conn: _Conn, raw: dict[str, Any]) -> None:
+        try:
+            msg = proto.parse_controller(raw)
+            if msg.session != conn.session:
+                raise proto.ProtocolError("session does not match this connection (replay?)")
+            conn.seq_in.check(msg.seq)
+        except proto.ProtocolError as exc:
+            self._reject(conn, str(exc))
+            return
+        conn.authenticated = True
+        self.last_controller = time.monotonic()
+        try:
+            if msg.type == "alloc":
+                self._apply(msg)
+            elif msg.type == "clear":
+                self._clear()
+            else:  # keepalive
+                self._refresh_leases()
+        except Exception as exc:  # noqa: BLE001 - a BPF failure must not end the agent
+            self._reject(conn, f"{msg.type} failed: {exc}")
+            return
+        self._send(conn, {"type": "ack", "ack_seq": msg.seq, "clamps": len(self.clamps)})

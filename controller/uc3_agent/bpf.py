@@ -1,0 +1,318 @@
+"""Load, attach and drive the clamp program with libbpf (libbpf.so.1) through ctypes.
+
+No bcc, no kernel headers at run time: the object file is built by ``build_bpf.sh``
+(clang) and libbpf does the relocation, map creation and BTF work.
+
+Resources, all named after the agent's tag and removed by :meth:`ClampProgram.close`:
+- cgroup ``/sys/fs/cgroup/unified/dcnlab-<tag>``: processes whose flows may be clamped
+  join it *before* they create their sockets (a socket belongs to the cgroup of the
+  process that created it; accepted sockets inherit the listener's).
+- pins ``<bpffs>/dcnlab-<tag>/{clamps,prog}``: the map and program, for inspection with
+  ``bpftool map dump pinned ...``.  If /sys/fs/bpf is no bpffs (this machine), a private
+  bpffs is mounted in the agent's run directory instead of touching /sys/fs/bpf.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import ipaddress
+import logging
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+CGROUP2_ROOT = Path("/sys/fs/cgroup/unified")
+BPFFS_DEFAULT = Path("/sys/fs/bpf")
+BPF_FS_MAGIC = 0xCAFE4A11
+BPF_CGROUP_SOCK_OPS = 3
+BPF_ANY = 0
+PROG_NAME = b"dcnlab_clamp"
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE / "clamp.bpf.c"
+PREBUILT = HERE / "clamp.bpf.o"
+
+KEY = struct.Struct("=I16s16sHH")  # struct flow_key
+VALUE = struct.Struct("=IIQ")  # struct clamp_val
+STAT_NAMES = ("applied", "lifted", "errors")
+
+
+class BpfError(RuntimeError):
+    """Loading, attaching or updating the BPF program failed; the message says why."""
+
+
+@dataclass(frozen=True)
+class Tuple4:
+    """A TCP flow seen from this host: local address/port, remote address/port."""
+
+    local: str
+    lport: int
+    remote: str
+    rport: int
+
+    def key_bytes(self) -> bytes:
+        lip = ipaddress.ip_address(self.local)
+        rip = ipaddress.ip_address(self.remote)
+        if lip.version != rip.version:
+            raise BpfError(f"mixed address families in {self}")
+        family = socket.AF_INET if lip.version == 4 else socket.AF_INET6
+        return KEY.pack(family, lip.packed.ljust(16, b"\0"), rip.packed.ljust(16, b"\0"),
+                        self.lport, self.rport)
+
+
+# ---------------------------------------------------------------------------
+# Build
+
+
+def build_object(out: Path) -> Path:
+    """Compile clamp.bpf.c with clang (build_bpf.sh) into ``out``."""
+    if shutil.which("clang") is None:
+        raise BpfError("clang not found: apt-get install clang llvm libbpf-dev linux-libc-dev")
+    proc = subprocess.run(["sh", str(HERE / "build_bpf.sh"), str(out)], capture_output=True,
+                          text=True, check=False)
+    if proc.returncode != 0:
+        raise BpfError(f"building {SOURCE.name} failed:\n{proc.stderr.strip()}")
+    return out
+
+
+def object_path(work_dir: Path) -> Path:
+    """The prebuilt object if it is newer than the source, else a fresh build in work_dir."""
+    if PREBUILT.exists() and PREBUILT.stat().st_mtime >= SOURCE.stat().st_mtime:
+        return PREBUILT
+    return build_object(work_dir / "clamp.bpf.o")
+
+
+# ---------------------------------------------------------------------------
+# libbpf through ctypes
+
+
+def _libbpf() -> ctypes.CDLL:
+    name = ctypes.util.find_library("bpf") or "libbpf.so.1"
+    try:
+        lib = ctypes.CDLL(name, use_errno=True)
+    except OSError as exc:
+        raise BpfError(f"libbpf not loadable ({exc}): apt-get install libbpf1") from None
+    vp, cp, i, u = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint
+    for fname, restype, argtypes in (
+        ("bpf_object__open_file", vp, [cp, vp]),
+        ("bpf_object__load", i, [vp]),
+        ("bpf_object__close", None, [vp]),
+        ("bpf_object__find_program_by_name", vp, [vp, cp]),
+        ("bpf_object__find_map_by_name", vp, [vp, cp]),
+        ("bpf_program__fd", i, [vp]),
+        ("bpf_map__fd", i, [vp]),
+        ("bpf_prog_attach", i, [i, i, i, u]),
+        ("bpf_prog_detach2", i, [i, i, i]),
+        ("bpf_obj_pin", i, [i, cp]),
+        ("bpf_map_update_elem", i, [i, vp, vp, ctypes.c_uint64]),
+        ("bpf_map_lookup_elem", i, [i, vp, vp]),
+        ("bpf_map_delete_elem", i, [i, vp]),
+        ("bpf_map_get_next_key", i, [i, vp, vp]),
+    ):
+        fn = getattr(lib, fname)
+        fn.restype, fn.argtypes = restype, argtypes
+    return lib
+
+
+def _err(what: str, ret: int | None = None) -> BpfError:
+    code = -ret if ret is not None and ret < 0 else ctypes.get_errno()
+    return BpfError(f"{what}: {os.strerror(code) if code else 'failed'} (errno {code})")
+
+
+def _is_bpffs(path: Path) -> bool:
+    try:
+        with open("/proc/self/mounts") as fh:
+            return any(line.split()[1] == str(path) and line.split()[2] == "bpf"
+                       for line in fh if len(line.split()) > 2)
+    except OSError:
+        return False
+
+
+class ClampProgram:
+    """The loaded program, its cgroup attachment, map access and clean-up."""
+
+    def __init__(self, tag: str, work_dir: Path, obj: Path | None = None,
+                 cgroup_root: Path = CGROUP2_ROOT) -> None:
+        self.tag = tag
+        self.work_dir = work_dir
+        self.cgroup = cgroup_root / f"dcnlab-{tag}"
+        self._lib = _libbpf()
+        self._obj: int | None = None
+        self._cg_fd = -1
+        self._attached = False
+        self._private_bpffs: Path | None = None
+        self.pin_dir: Path | None = None
+        try:
+            self._load(obj or object_path(work_dir))
+            self._make_cgroup()
+            self._attach()
+            self._pin()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- set-up -----------------------------------------------------------
+
+    def _load(self, obj: Path) -> None:
+        self._obj = self._lib.bpf_object__open_file(str(obj).encode(), None)
+        if not self._obj:
+            raise _err(f"opening {obj}")
+        ret = self._lib.bpf_object__load(self._obj)
+        if ret:
+            raise _err("loading the clamp program (kernel BPF verifier or BTF)", ret)
+        prog = self._lib.bpf_object__find_program_by_name(self._obj, PROG_NAME)
+        self.prog_fd = self._lib.bpf_program__fd(prog) if prog else -1
+        self.map_fd = self._map_fd(b"clamps")
+        self.stats_fd = self._map_fd(b"stats")
+        if self.prog_fd < 0:
+            raise BpfError("program dcnlab_clamp missing from the object")
+
+    def _map_fd(self, name: bytes) -> int:
+        handle = self._lib.bpf_object__find_map_by_name(self._obj, name)
+        fd = self._lib.bpf_map__fd(handle) if handle else -1
+        if fd < 0:
+            raise BpfError(f"map {name.decode()} missing from the object")
+        return fd
+
+    def _make_cgroup(self) -> None:
+        if not (CGROUP2_ROOT / "cgroup.procs").exists() and self.cgroup.parent == CGROUP2_ROOT:
+            raise BpfError(f"no cgroup v2 hierarchy at {CGROUP2_ROOT}")
+        self.cgroup.mkdir(exist_ok=False)
+        self._cg_fd = os.open(self.cgroup, os.O_RDONLY | os.O_DIRECTORY)
+
+    def _attach(self) -> None:
+        # Legacy attach (not a bpf_link): the program stays attached if the agent dies, so
+        # lease expiry in the map still lifts clamps (fail open) without the agent.
+        ret = self._lib.bpf_prog_attach(self.prog_fd, self._cg_fd, BPF_CGROUP_SOCK_OPS, 0)
+        if ret:
+            raise _err(f"attaching to {self.cgroup}", ret)
+        self._attached = True
+
+    def _pin(self) -> None:
+        base = BPFFS_DEFAULT
+        if not _is_bpffs(base):
+            base = self.work_dir / "bpffs"
+            base.mkdir(exist_ok=True)
+            proc = subprocess.run(["mount", "-t", "bpf", "bpf", str(base)], capture_output=True,
+                                  text=True, check=False)
+            if proc.returncode != 0:
+                log.warning("no bpffs for pinning (%s); map not pinned", proc.stderr.strip())
+                return
+            self._private_bpffs = base
+        self.pin_dir = base / f"dcnlab-{self.tag}"
+        self.pin_dir.mkdir(exist_ok=True)
+        for fd, name in ((self.map_fd, "clamps"), (self.prog_fd, "prog")):
+            ret = self._lib.bpf_obj_pin(fd, str(self.pin_dir / name).encode())
+            if ret:
+                raise _err(f"pinning {name} under {self.pin_dir}", ret)
+
+    # -- use ----------------------------------------------------------------
+
+    def join(self, pid: int) -> None:
+        """Move a process into the clamp cgroup (its *future* sockets become clampable)."""
+        (self.cgroup / "cgroup.procs").write_text(f"{pid}\n")
+
+    def set(self, flow: Tuple4, window: int, expires_ns: int) -> None:
+        if not 1 <= window <= 65535:
+            raise BpfError(f"window {window} outside [1, 65535]")
+        key = ctypes.create_string_buffer(flow.key_bytes(), KEY.size)
+        val = ctypes.create_string_buffer(VALUE.pack(window, 0, expires_ns), VALUE.size)
+        ret = self._lib.bpf_map_update_elem(self.map_fd, key, val, BPF_ANY)
+        if ret:
+            raise _err(f"map update for {flow}", ret)
+
+    def delete(self, flow: Tuple4) -> None:
+        key = ctypes.create_string_buffer(flow.key_bytes(), KEY.size)
+        ret = self._lib.bpf_map_delete_elem(self.map_fd, key)
+        if ret and -ret != errno.ENOENT and ctypes.get_errno() != errno.ENOENT:
+            raise _err(f"map delete for {flow}", ret)
+
+    def entries(self) -> dict[bytes, tuple[int, int]]:
+        """Raw map content: key bytes -> (window, expires_ns)."""
+        out: dict[bytes, tuple[int, int]] = {}
+        prev = None
+        key = ctypes.create_string_buffer(KEY.size)
+        val = ctypes.create_string_buffer(VALUE.size)
+        while self._lib.bpf_map_get_next_key(self.map_fd, prev, key) == 0:
+            if self._lib.bpf_map_lookup_elem(self.map_fd, key, val) == 0:
+                window, _flags, expires = VALUE.unpack(val.raw)
+                out[key.raw] = (window, expires)
+            prev = ctypes.create_string_buffer(key.raw, KEY.size)
+        return out
+
+    def clear(self) -> int:
+        """Delete every entry; the program lifts each clamp at the flow's next ACK."""
+        keys = list(self.entries())
+        for raw in keys:
+            self._lib.bpf_map_delete_elem(self.map_fd, ctypes.create_string_buffer(raw, KEY.size))
+        return len(keys)
+
+    def stats(self) -> dict[str, int]:
+        result = {}
+        val = ctypes.create_string_buffer(8)
+        for idx, name in enumerate(STAT_NAMES):
+            key = ctypes.c_uint32(idx)
+            if self._lib.bpf_map_lookup_elem(self.stats_fd, ctypes.byref(key), val) == 0:
+                result[name] = struct.unpack("=Q", val.raw)[0]
+        return result
+
+    # -- tear-down ----------------------------------------------------------
+
+    def close(self, grace_s: float = 0.0) -> None:
+        """Lift clamps, detach, unpin, remove the cgroup.  Safe to call more than once.
+
+        grace_s: time for live flows to take one more ACK with an empty map (their clamp
+        is lifted by the program, which must still be attached then).
+        """
+        if self._obj:
+            with contextlib.suppress(Exception):
+                if self.clear() and grace_s > 0:
+                    time.sleep(grace_s)
+        if self._attached:
+            self._lib.bpf_prog_detach2(self.prog_fd, self._cg_fd, BPF_CGROUP_SOCK_OPS)
+            self._attached = False
+        if self.pin_dir is not None:
+            for name in ("clamps", "prog"):
+                with contextlib.suppress(OSError):
+                    (self.pin_dir / name).unlink()
+            with contextlib.suppress(OSError):
+                self.pin_dir.rmdir()
+            self.pin_dir = None
+        if self._private_bpffs is not None:
+            subprocess.run(["umount", str(self._private_bpffs)], capture_output=True, check=False)
+            with contextlib.suppress(OSError):
+                self._private_bpffs.rmdir()
+            self._private_bpffs = None
+        if self._cg_fd >= 0:
+            os.close(self._cg_fd)
+            self._cg_fd = -1
+            self._remove_cgroup()
+        if self._obj:
+            self._lib.bpf_object__close(self._obj)
+            self._obj = None
+
+    def _remove_cgroup(self) -> None:
+        # Processes still inside go back to the parent (they are not ours to kill).
+        procs = self.cgroup / "cgroup.procs"
+        with contextlib.suppress(OSError):
+            for pid in procs.read_text().split():
+                with contextlib.suppress(OSError):
+                    (self.cgroup.parent / "cgroup.procs").write_text(pid + "\n")
+        for _ in range(20):
+            try:
+                self.cgroup.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.05)
+        log.warning("could not remove %s", self.cgroup)
