@@ -90,6 +90,7 @@ class Agent:
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         stop = stop or asyncio.Event()
+        created = not self.work_dir.exists()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         if self.program is None:
             self.program = ClampProgram(self.tag, self.work_dir)
@@ -110,6 +111,10 @@ class Agent:
             self.program.close(grace_s=0.2)
             self.clamps.clear()
             self._write_state(stopped=True)
+            if created:  # leave nothing behind that this run made
+                (self.work_dir / "clamp.bpf.o").unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    self.work_dir.rmdir()
 
     def _tick(self) -> None:
         now = time.monotonic()

@@ -128,30 +128,45 @@ def _err(what: str, ret: int | None = None) -> BpfError:
     return BpfError(f"{what}: {os.strerror(code) if code else 'failed'} (errno {code})")
 
 
-def _is_bpffs(path: Path) -> bool:
+def _mounts(fstype: str) -> list[Path]:
+    """Mount points of a file-system type in this process's mount namespace."""
     try:
         with open("/proc/self/mounts") as fh:
-            return any(line.split()[1] == str(path) and line.split()[2] == "bpf"
-                       for line in fh if len(line.split()) > 2)
+            rows = [line.split() for line in fh]
     except OSError:
-        return False
+        return []
+    return [Path(row[1]) for row in rows if len(row) > 2 and row[2] == fstype]
+
+
+def _is_bpffs(path: Path) -> bool:
+    return path in _mounts("bpf") and os.path.ismount(path)
+
+
+def _mount(fstype: str, where: Path) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["mount", "-t", fstype, fstype, str(where)], capture_output=True,
+                          text=True, check=False)
+    if proc.returncode != 0:
+        raise BpfError(f"mount -t {fstype} {where} failed: {proc.stderr.strip()}")
 
 
 class ClampProgram:
     """The loaded program, its cgroup attachment, map access and clean-up."""
 
     def __init__(self, tag: str, work_dir: Path, obj: Path | None = None,
-                 cgroup_root: Path = CGROUP2_ROOT) -> None:
+                 cgroup_root: Path | None = None) -> None:
         self.tag = tag
         self.work_dir = work_dir
-        self.cgroup = cgroup_root / f"dcnlab-{tag}"
         self._lib = _libbpf()
         self._obj: int | None = None
         self._cg_fd = -1
         self._attached = False
         self._private_bpffs: Path | None = None
+        self._private_cgroup2: Path | None = None
         self.pin_dir: Path | None = None
+        self.cgroup = Path()
         try:
+            self.cgroup = self._cgroup_root(cgroup_root) / f"dcnlab-{tag}"
             self._load(obj or object_path(work_dir))
             self._make_cgroup()
             self._attach()
@@ -183,9 +198,28 @@ class ClampProgram:
             raise BpfError(f"map {name.decode()} missing from the object")
         return fd
 
+    def _cgroup_root(self, wanted: Path | None) -> Path:
+        """Where the (one, machine-wide) cgroup v2 hierarchy is visible to this process.
+
+        Mininet hosts run in a mount namespace with a fresh sysfs, where
+        /sys/fs/cgroup/unified is not mounted: then mount cgroup2 privately in the work
+        directory.  It is the same hierarchy, so the cgroup is still
+        /sys/fs/cgroup/unified/dcnlab-<tag> when seen from the machine.
+        """
+        if wanted is not None:
+            return wanted
+        # /proc/self/mounts can list mounts that a later sysfs mount hides: check usability.
+        mounted = [m for m in _mounts("cgroup2") if (m / "cgroup.procs").exists()]
+        if CGROUP2_ROOT in mounted:
+            return CGROUP2_ROOT
+        if mounted:
+            return mounted[0]
+        where = self.work_dir / "cgroup2"
+        _mount("cgroup2", where)
+        self._private_cgroup2 = where
+        return where
+
     def _make_cgroup(self) -> None:
-        if not (CGROUP2_ROOT / "cgroup.procs").exists() and self.cgroup.parent == CGROUP2_ROOT:
-            raise BpfError(f"no cgroup v2 hierarchy at {CGROUP2_ROOT}")
         self.cgroup.mkdir(exist_ok=False)
         self._cg_fd = os.open(self.cgroup, os.O_RDONLY | os.O_DIRECTORY)
 
@@ -201,11 +235,10 @@ class ClampProgram:
         base = BPFFS_DEFAULT
         if not _is_bpffs(base):
             base = self.work_dir / "bpffs"
-            base.mkdir(exist_ok=True)
-            proc = subprocess.run(["mount", "-t", "bpf", "bpf", str(base)], capture_output=True,
-                                  text=True, check=False)
-            if proc.returncode != 0:
-                log.warning("no bpffs for pinning (%s); map not pinned", proc.stderr.strip())
+            try:
+                _mount("bpf", base)
+            except BpfError as exc:
+                log.warning("no bpffs for pinning (%s); map not pinned", exc)
                 return
             self._private_bpffs = base
         self.pin_dir = base / f"dcnlab-{self.tag}"
@@ -296,6 +329,12 @@ class ClampProgram:
             os.close(self._cg_fd)
             self._cg_fd = -1
             self._remove_cgroup()
+        if self._private_cgroup2 is not None:
+            subprocess.run(["umount", str(self._private_cgroup2)], capture_output=True,
+                           check=False)
+            with contextlib.suppress(OSError):
+                self._private_cgroup2.rmdir()
+            self._private_cgroup2 = None
         if self._obj:
             self._lib.bpf_object__close(self._obj)
             self._obj = None
