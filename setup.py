@@ -41,7 +41,10 @@ setup(
     python_requires=">=3.11",
     packages=PACKAGES,
     package_dir=PACKAGE_DIR,
-    package_data={"dcnlab.benchmarks": ["experiments/*.yaml", "workloads/*.cdf"]},
+    package_data={
+        "dcnlab.benchmarks": ["experiments/*.yaml", "workloads/*.cdf"],
+        "dcnlab.controller.uc3_agent": ["clamp.bpf.c", "build_bpf.sh", "clamp.bpf.o"],
+    },
     # The .pth runs dcnlab.compat.install() at interpreter start-up (see dcnlab/compat.py).
     data_files=[(_site_packages_rel(), ["dcnlab-compat.pth"])],
     install_requires=[
@@ -55,5 +58,8 @@ setup(
         "mininet==2.3.0.dev6",
     ],
     extras_require={"dev": ["pytest==9.2.0", "ruff==0.17.6"]},
-    entry_points={"console_scripts": ["dcnlab=dcnlab.cli:main"]},
+    entry_points={"console_scripts": [
+        "dcnlab=dcnlab.cli:main",
+        "dcnlab-agent=dcnlab.controller.uc3_agent.__main__:main",
+    ]},
 )

@@ -16,8 +16,10 @@ fi
 # openvswitch-switch: ovs-vswitchd/ovsdb-server (a private instance per run, userspace
 # datapath); mininet: mnexec (PyPI's mininet has the Python code but not mnexec);
 # iperf3/iputils-ping/ethtool/net-tools: traffic, checks, offloads, Mininet's ifconfig.
+# clang/llvm/libbpf-dev/bpftool/linux-libc-dev: the UC3 host agent's BPF sock_ops program.
 APT_PACKAGES=(openvswitch-switch mininet iperf3 iputils-ping ethtool iproute2 net-tools
-              python3-venv python3-dev build-essential pkg-config)
+              python3-venv python3-dev build-essential pkg-config
+              clang llvm libbpf-dev bpftool linux-libc-dev)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
@@ -69,5 +71,11 @@ if [ -f switch_ext/Cargo.toml ]; then
   fi
   say "building switch_ext (cargo build --release --locked)"
   (cd switch_ext && "$CARGO" build --release --locked --quiet)
+fi
+# -- UC3 host agent's BPF object ----------------------------------------------------
+bpf=controller/uc3_agent
+if [ ! -f $bpf/clamp.bpf.o ] || [ $bpf/clamp.bpf.c -nt $bpf/clamp.bpf.o ]; then
+  say "building the host agent's BPF program ($bpf/clamp.bpf.o)"
+  bash $bpf/build_bpf.sh
 fi
 say "ready: $VENV/bin/dcnlab"
