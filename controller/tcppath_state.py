@@ -165,7 +165,8 @@ class TcpPathState:
             if flow is not None:
                 return Started(StartKind.CONFIRMED, flow=flow)
             expl = self._live(self.current.get(key), now)
-            if expl is not None and expl.delivered_at is not None and not expl.recovery:
+            if (expl is not None and expl.delivered_at is not None and not expl.recovery
+                    and not expl.confirmed):  # confirmed, yet no flow: it aged out
                 return Started(StartKind.REDELIVER, exploration=expl)
         old = self._drop(self.current.get(key))
         expl = Exploration(self._new_xid(), key, src, dst, now, recovery)

@@ -5,10 +5,20 @@ app driven with fake datapaths, its per-flow entries replayed in the fake OpenFl
 from __future__ import annotations
 
 import heapq
+import json
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from ryu.lib.packet import ethernet, ipv4, packet, tcp
+from ryu.ofproto import ofproto_v1_3 as ofp
+from ryu.ofproto import ofproto_v1_3_parser as parser
 
+from dcnlab.apps.tcppath import TcpPath
+from dcnlab.apps.tfe import Tfe, parse_filter
+from dcnlab.controller import tcppath_frames as frames
+from dcnlab.controller.oftable import FakeNetwork, packet_ints, tcp_packet
+from dcnlab.controller.tcppath_rules import COOKIE_TCPPATH, PRIO_FLOW, port_prefixes
 from dcnlab.controller.tcppath_state import (
     Attachment,
     ConfirmError,
@@ -234,3 +244,371 @@ def test_walk_refuses_a_path_over_a_link_gone_down(view: NetworkView) -> None:
     with pytest.raises(ConfirmError) as err:
         state.confirm(_key(h1, h5).reverse(), h5.dpid, h5.port, 0.1)
     assert err.value.reason == "broken"
+
+
+# -- the app, driven with fake datapaths -------------------------------------------------
+
+
+class FakeDatapath:
+    """Records what the app sends (as in test_fabric_app)."""
+
+    def __init__(self, dpid: int) -> None:
+        self.id = dpid
+        self.ofproto = ofp
+        self.ofproto_parser = parser
+        self.sent: list[Any] = []
+        self._xid = 0
+
+    def set_xid(self, msg: Any) -> None:
+        self._xid += 1
+        msg.set_xid(self._xid)
+
+    def send_msg(self, msg: Any) -> None:
+        if msg.xid is None:
+            self.set_xid(msg)
+        msg.serialize()  # anything the wire would refuse fails here
+        self.sent.append(msg)
+
+    def take(self) -> list[Any]:
+        out, self.sent = self.sent, []
+        return out
+
+
+def _ev(**msg: Any) -> SimpleNamespace:
+    return SimpleNamespace(msg=SimpleNamespace(**msg))
+
+
+def _connect(app: Any, dp: FakeDatapath) -> list[Any]:
+    app._features(_ev(datapath=dp))
+    msgs = dp.take()
+    barrier = [m for m in msgs if isinstance(m, parser.OFPBarrierRequest)]
+    app._barrier(_ev(datapath=dp, xid=barrier[0].xid))
+    return msgs
+
+
+def _replay(net: FakeNetwork, dpid: int, msgs: list[Any]) -> None:
+    net.replay(dpid, [m for m in msgs
+                      if isinstance(m, (parser.OFPFlowMod, parser.OFPGroupMod))])
+
+
+TOPO = "spineleaf:4,4,2"
+
+
+def _tcp_frame(src: HostLocation, dst: HostLocation, sport: int, dport: int, bits: int,
+               dscp: int = 0) -> bytes:
+    pkt = packet.Packet()
+    pkt.add_protocol(ethernet.ethernet(dst=dst.mac, src=src.mac, ethertype=0x0800))
+    pkt.add_protocol(ipv4.ipv4(src=src.ip, dst=dst.ip, proto=6, tos=dscp << 2))
+    pkt.add_protocol(tcp.tcp(src_port=sport, dst_port=dport, bits=bits))
+    pkt.serialize()
+    return bytes(pkt.data)
+
+
+def _fields(frame: bytes, in_port: int) -> dict[str, Any]:
+    """The match fields of a frame, as FakeSwitch.lookup wants them."""
+    if frame[12:14] == b"\x88\xb5":
+        return {"in_port": in_port, "eth_type": 0x88B5}
+    seg = frames.parse_tcp(frame)
+    k = seg.key
+    return packet_ints({"in_port": in_port, "eth_type": 0x0800, "eth_src": k.src_mac,
+                        "eth_dst": k.dst_mac, "ipv4_src": k.src_ip, "ipv4_dst": k.dst_ip,
+                        "ip_proto": 6, "ip_dscp": seg.dscp, "tcp_src": k.src_port,
+                        "tcp_dst": k.dst_port, "tcp_flags": seg.flags})
+
+
+class Lab:
+    """App + fake datapaths + fake tables + a fake wire with per-link delays."""
+
+    def __init__(self, app_cls: type, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                 topo: str = TOPO, **env: str) -> None:
+        spec = parse(topo)
+        path = tmp_path / "topo.json"
+        path.write_text(json.dumps(spec.to_dict()))
+        monkeypatch.setenv("DCNLAB_TOPOLOGY", str(path))
+        monkeypatch.setenv("DCNLAB_STATS_INTERVAL", "0")
+        monkeypatch.delenv("DCNLAB_STATE_FILE", raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        self.app = app_cls()
+        self.clock = 100.0
+        self.app.now = lambda: self.clock
+        self.dps = {s.dpid: FakeDatapath(s.dpid) for s in spec.switches}
+        self.view = NetworkView.from_topology(spec)
+        self.net = FakeNetwork(self.view)
+        self.delay: dict[tuple[int, int], float] = {}
+        self.delivered: list[tuple[str, bytes]] = []  # (host ip, frame)
+        self.packet_outs = 0
+        for dpid, dp in self.dps.items():
+            _replay(self.net, dpid, _connect(self.app, dp))
+        self.hosts = {h.ip: h for h in self.view.hosts}
+
+    def punt(self, dpid: int, in_port: int, frame: bytes) -> None:
+        self.app._packet_in(_ev(datapath=self.dps[dpid], match={"in_port": in_port},
+                                data=frame))
+
+    def send(self, src: HostLocation, frame: bytes) -> None:
+        """A host sends a frame: its edge switch's table decides (punt or forward)."""
+        queue: list[tuple[float, int, int, int, bytes]] = []
+        self._arrive(queue, src.dpid, src.port, frame, 0.0)
+        self.run(queue)
+
+    def _arrive(self, queue: list, dpid: int, in_port: int, frame: bytes, t: float) -> None:
+        ways = self.net.switches[dpid].alternatives(_fields(frame, in_port))
+        for port in ways[0]:  # a select group: its first bucket
+            if port == ofp.OFPP_CONTROLLER:
+                self.clock = 100.0 + t
+                self.punt(dpid, in_port, frame)
+                self._drain(queue, t)
+            else:
+                self._out(queue, dpid, port, frame, t)
+
+    def _out(self, queue: list, dpid: int, port: int, frame: bytes, t: float) -> None:
+        far = self.view.peer(dpid, port)
+        if far is None:
+            host = next(h for h in self.view.hosts if (h.dpid, h.port) == (dpid, port))
+            self.delivered.append((host.ip, frame))
+            return
+        if not self.view.graph.edges[dpid, far[0]]["up"]:
+            return
+        d = self.delay.get((dpid, far[0]), 0.001)
+        heapq.heappush(queue, (t + d, id(frame) + len(queue), far[0], far[1], frame))
+
+    def _drain(self, queue: list, t: float) -> None:
+        """Apply what the app sent: entries to the fake tables, packet-outs to the wire."""
+        for dpid, dp in self.dps.items():
+            msgs = dp.take()
+            _replay(self.net, dpid, msgs)
+            for m in msgs:
+                if isinstance(m, parser.OFPPacketOut):
+                    self.packet_outs += 1
+                    for a in m.actions:
+                        self._out(queue, dpid, a.port, m.data, t)
+
+    def run(self, queue: list) -> None:
+        while queue:
+            t, _, dpid, in_port, frame = heapq.heappop(queue)
+            self._arrive(queue, dpid, in_port, frame, t)
+
+    def connect(self, src: HostLocation, dst: HostLocation, sport: int = 40000,
+                dport: int = 5001, dscp: int = 0) -> None:
+        """SYN from src; when it reaches dst, dst answers SYN-ACK."""
+        self.delivered.clear()
+        self.send(src, _tcp_frame(src, dst, sport, dport, 0x002, dscp))
+        syns = [f for ip, f in self.delivered if ip == dst.ip]
+        assert len(syns) == 1, self.delivered
+        self.delivered.clear()
+        self.send(dst, _tcp_frame(dst, src, dport, sport, 0x012, dscp))
+        assert [ip for ip, _ in self.delivered] == [src.ip]
+
+    def per_flow_entries(self) -> int:
+        return sum(1 for sw in self.net.switches.values() for f in sw.flows
+                   if f.priority == PRIO_FLOW)
+
+    def trace(self, src: HostLocation, dst: HostLocation, sport: int, dport: int) -> Any:
+        pkt = {**tcp_packet(src, dst, sport, dport), "tcp_flags": 0x010, "ip_dscp": 0}
+        return self.net.trace(src.ip, pkt)
+
+
+def _h(lab: Lab, name: str) -> HostLocation:
+    return next(h for h in lab.view.hosts if h.name == name)
+
+
+def test_app_explores_confirms_and_installs_a_loop_free_path(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = Lab(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = _h(lab, "h1"), _h(lab, "h5")  # leaf 5 -> leaf 7
+    lab.delay = {(5, 1): 0.5, (5, 2): 0.5, (5, 4): 0.5}  # only the way via spine 3 is fast
+    lab.connect(h1, h5)
+    c = lab.app.counters
+    assert c["tcppath_explorations"] == 1 and c["tcppath_confirmed"] == 1
+    assert c["tcppath_copy_late"] > 0 and c["tcppath_copy_packet_in"] > 0
+    flow = next(iter(lab.app.paths.flows.values()))
+    assert flow.dpids == [5, 3, 7]
+    assert lab.per_flow_entries() == 6
+    state = lab.app.state()["tcppath"]
+    assert state["flow_entries_total"] == 6 and state["recent"][0]["path"] == [5, 3, 7]
+    for a, b, sp, dp in ((h1, h5, 40000, 5001), (h5, h1, 5001, 40000)):
+        trace = lab.trace(a, b, sp, dp)
+        assert trace.clean and trace.paths == {b.ip: 1}, trace
+    # Other traffic between the same hosts still takes every ECMP path.
+    assert lab.trace(h1, h5, 40001, 5001).paths == {h5.ip: 4}
+
+
+def test_every_pair_gets_a_loop_free_delivered_path(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = Lab(TcpPath, tmp_path, monkeypatch)
+    hosts = lab.view.hosts
+    for i, a in enumerate(hosts):
+        for b in hosts:
+            if a is not b:
+                lab.connect(a, b, sport=41000 + i)
+    assert lab.app.counters["tcppath_confirmed"] == len(hosts) * (len(hosts) - 1)
+    for i, a in enumerate(hosts):
+        for b in hosts:
+            if a is not b:
+                trace = lab.trace(a, b, 41000 + i, 5001)
+                assert trace.clean and trace.paths == {b.ip: 1}, (a.ip, b.ip, trace)
+                back = lab.trace(b, a, 5001, 41000 + i)
+                assert back.clean and back.paths == {a.ip: 1}
+
+
+def test_syn_retransmission_after_delivery_is_redelivered(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = Lab(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = _h(lab, "h1"), _h(lab, "h5")
+    syn = _tcp_frame(h1, h5, 40000, 5001, 0x002)
+    lab.send(h1, syn)
+    lab.send(h1, syn)  # the SYN-ACK was lost: the host retransmits
+    assert [ip for ip, _ in lab.delivered] == [h5.ip, h5.ip]
+    assert lab.app.counters["tcppath_explorations"] == 1
+    assert lab.app.counters["tcppath_syn_redeliver"] == 1
+
+
+def test_synack_on_unexpected_port_and_bad_input_are_counted(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = Lab(TcpPath, tmp_path, monkeypatch)
+    h1, h2, h5 = _h(lab, "h1"), _h(lab, "h2"), _h(lab, "h5")
+    lab.send(h1, _tcp_frame(h1, h5, 40000, 5001, 0x002))
+    # A SYN-ACK for it punted from another host port of the destination edge.
+    lab.punt(h5.dpid, h5.port + 1, _tcp_frame(h5, h1, 5001, 40000, 0x012))
+    assert lab.app.counters["tcppath_synack_unexpected_port"] == 1
+    assert not lab.app.paths.flows
+    bad = [b"", b"\x08\x00" * 7, _tcp_frame(h1, h5, 1, 2, 0x002)[:30],
+           _tcp_frame(h1, h5, 1, 2, 0x010),  # not a SYN
+           frames.exploration(99999, frames.KIND_REQUEST, _tcp_frame(h1, h5, 1, 2, 0x002)),
+           b"\xff" * 12 + b"\x88\xb5" + b"TCPP\x09\x01" + b"\x00" * 40]
+    before = dict(lab.app.counters)
+    for frame in bad:
+        lab.punt(h1.dpid, 1, frame)
+        lab.punt(h1.dpid, h1.port, frame)
+    assert lab.app.counters["tcppath_copy_unknown"] - before.get("tcppath_copy_unknown", 0) == 1
+    assert lab.app.counters["tcppath_bad_punt"] > before.get("tcppath_bad_punt", 0)
+    # A SYN punted from a fabric port is never explored (it would loop).
+    fabric_before = lab.app.counters["tcppath_punt_from_fabric"]
+    lab.punt(5, 1, _tcp_frame(h2, h5, 40002, 5001, 0x002))
+    assert lab.app.counters["tcppath_punt_from_fabric"] == fabric_before + 1
+    assert all(not isinstance(m, parser.OFPPacketOut) for dp in lab.dps.values()
+               for m in dp.take())
+
+
+def test_table_full_error_drops_the_flow_to_the_default_path(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = Lab(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = _h(lab, "h1"), _h(lab, "h5")
+    lab.send(h1, _tcp_frame(h1, h5, 40000, 5001, 0x002))
+    lab.punt(h5.dpid, h5.port, _tcp_frame(h5, h1, 5001, 40000, 0x012))
+    # Capture what went to the spine and pretend the spine's table was full.
+    flow = next(iter(lab.app.paths.flows.values()))
+    spine = flow.dpids[1]
+    mods = [m for m in lab.dps[spine].take() if isinstance(m, parser.OFPFlowMod)]
+    for dpid, dp in lab.dps.items():
+        if dpid != spine:
+            _replay(lab.net, dpid, dp.take())
+    err = SimpleNamespace(datapath=lab.dps[spine], xid=mods[0].xid,
+                          type=ofp.OFPET_FLOW_MOD_FAILED, code=ofp.OFPFMFC_TABLE_FULL)
+    lab.app._tcppath_error(SimpleNamespace(msg=err))
+    lab.app._error(SimpleNamespace(msg=err))  # the base reports it as well
+    assert lab.app.counters["tcppath_table_full"] == 1
+    assert not lab.app.paths.flows
+    for dpid, dp in lab.dps.items():
+        _replay(lab.net, dpid, dp.take())
+    trace = lab.trace(h1, h5, 40000, 5001)
+    assert trace.clean and set(trace.paths) == {h5.ip}
+
+
+def test_flow_removed_takes_the_whole_path_down(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = Lab(TcpPath, tmp_path, monkeypatch, DCNLAB_TCPPATH_IDLE="2")
+    h1, h5 = _h(lab, "h1"), _h(lab, "h5")
+    lab.connect(h1, h5)
+    flow = next(iter(lab.app.paths.flows.values()))
+    idle = [f for f in lab.net.switches[5].flows if f.priority == PRIO_FLOW]
+    assert idle and all(f.cookie == COOKIE_TCPPATH | flow.serial for f in idle)
+    removed = SimpleNamespace(datapath=lab.dps[5], cookie=COOKIE_TCPPATH | flow.serial,
+                              reason=ofp.OFPRR_IDLE_TIMEOUT)
+    lab.net.switches[5].flows = [f for f in lab.net.switches[5].flows
+                                 if f.priority != PRIO_FLOW]
+    lab.app._flow_removed(SimpleNamespace(msg=removed))
+    for dpid, dp in lab.dps.items():
+        _replay(lab.net, dpid, dp.take())
+    assert lab.per_flow_entries() == 0 and not lab.app.paths.flows
+    assert lab.app.counters["tcppath_flows_aged"] == 1
+    # An old delete notice for a newer flow of the same connection changes nothing.
+    lab.connect(h1, h5)
+    lab.app._flow_removed(SimpleNamespace(msg=SimpleNamespace(
+        datapath=lab.dps[5], cookie=COOKIE_TCPPATH | flow.serial,
+        reason=ofp.OFPRR_IDLE_TIMEOUT)))
+    assert len(lab.app.paths.flows) == 1
+
+
+def test_unconfirmed_locks_expire_in_the_app(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = Lab(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = _h(lab, "h1"), _h(lab, "h5")
+    lab.send(h1, _tcp_frame(h1, h5, 40000, 5001, 0x002))
+    lab.app.tick(lab.clock + 10)
+    assert lab.app.counters["tcppath_expired"] == 1 and not lab.app.paths.explorations
+    lab.punt(h5.dpid, h5.port, _tcp_frame(h5, h1, 5001, 40000, 0x012))
+    assert lab.app.counters["tcppath_synack_unknown"] == 1
+
+
+def test_link_down_recovers_the_path(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = Lab(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = _h(lab, "h1"), _h(lab, "h5")
+    lab.delay = {(5, 2): 0.5, (5, 3): 0.5, (5, 4): 0.5}  # via spine 1
+    lab.connect(h1, h5)
+    assert next(iter(lab.app.paths.flows.values())).dpids == [5, 1, 7]
+    port = lab.view.graph.edges[1, 7]["ports"][1]
+    desc = SimpleNamespace(port_no=port, state=ofp.OFPPS_LINK_DOWN, config=0)
+    lab.view.set_port_up(1, port, False)  # the fake wire
+    lab.delay = {}
+    ev = _ev(datapath=lab.dps[1], reason=ofp.OFPPR_MODIFY, desc=desc)
+    lab.app._port_status(ev)
+    lab.app._tcppath_port_status(ev)
+    queue: list = []
+    lab._drain(queue, 0.0)
+    lab.run(queue)
+    assert lab.app.counters["tcppath_path_fail"] == 1
+    assert lab.app.counters["tcppath_recovered"] == 1
+    flow = next(iter(lab.app.paths.flows.values()))
+    assert len(flow.dpids) == 3 and flow.dpids[0] == 5 and flow.dpids[-1] == 7
+    assert flow.dpids[1] != 1
+    for a, b, sp, dp in ((h1, h5, 40000, 5001), (h5, h1, 5001, 40000)):
+        trace = lab.trace(a, b, sp, dp)
+        assert trace.clean and trace.paths == {b.ip: 1}, trace
+    assert lab.per_flow_entries() == 2 * len(flow.path)
+
+
+def test_tfe_explores_elephants_only(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = Lab(Tfe, tmp_path, monkeypatch)
+    h1, h5 = _h(lab, "h1"), _h(lab, "h5")
+    # A mouse (source port below 30001, DSCP 0) takes ECMP: no punt, no entry.
+    lab.delivered.clear()
+    lab.send(h1, _tcp_frame(h1, h5, 20000, 5001, 0x002))
+    assert [ip for ip, _ in lab.delivered] == [h5.ip]
+    assert lab.app.counters["tcppath_explorations"] == 0 and lab.per_flow_entries() == 0
+    lab.connect(h1, h5, sport=30001)  # elephant by port
+    lab.connect(h1, h5, sport=20001, dscp=8)  # elephant by DSCP
+    assert lab.app.counters["tcppath_confirmed"] == 2
+    assert lab.per_flow_entries() == 12
+
+
+def test_tfe_filter_settings() -> None:
+    f = parse_filter("30001-65535", "nonzero")
+    assert f.matches(30001, 0) and not f.matches(30000, 0) and f.matches(80, 46)
+    assert parse_filter("40000-40010", "off").ports == (40000, 40010)
+    assert parse_filter("off", "8,46").dscp == frozenset({8, 46})
+    for ports, dscp in (("x", "off"), ("off", "off"), ("10-5", "off"), ("off", "64")):
+        with pytest.raises(ValueError):
+            parse_filter(ports, dscp)
+
+
+@pytest.mark.parametrize("lo,hi", [(30001, 65535), (0, 65535), (5, 5), (1000, 2047),
+                                   (30001, 60999)])
+def test_port_prefixes_cover_the_range_exactly(lo: int, hi: int) -> None:
+    covered = set()
+    for value, mask in port_prefixes(lo, hi):
+        block = {p for p in range(65536) if p & mask == value}
+        assert not covered & block
+        covered |= block
+    assert covered == set(range(lo, hi + 1))
