@@ -101,7 +101,7 @@ class Recorder:
 
 class TcpSender:
     __slots__ = ("agent", "flow", "sock", "state", "header", "left", "t_start", "late",
-                 "answer", "sport", "stop_at", "shut")
+                 "answer", "sport", "stop_at")
 
     def __init__(self, agent: Agent, flow: dict[str, Any]) -> None:
         self.agent = agent
@@ -117,7 +117,6 @@ class TcpSender:
         self.answer = b""
         self.sport = 0
         self.stop_at = (agent.t0 + float(flow["stop"])) if not size else None
-        self.shut = False
 
     def begin(self) -> None:
         self.t_start = _now()
@@ -175,7 +174,6 @@ class TcpSender:
         if self.state in ("done", "failed", "waiting") or self.sock is None:
             return
         self.left = 0
-        self.shut = True
         if self.state == "connecting":
             self.fail("connection not established by the flow's stop time")
             return

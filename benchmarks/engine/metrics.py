@@ -14,9 +14,12 @@ memory.  Definitions:
   counts (failed = any status other than ok: failures are counted, never dropped).
 - across seeds: mean and a 95% Student-t confidence interval (half-width
   ``t(0.975, n-1) * sd / sqrt(n)``; undefined for one seed).
-- ratio to the baseline (ECMP): per seed ``scheme / baseline`` on the same seed (the
-  same flow list), then mean and t-CI of those ratios.  Pairing by seed removes the
-  workload's seed-to-seed variation from the comparison.
+- ratio to the baseline (ECMP): per seed ``r = scheme / baseline`` on the same seed (the
+  same flow list); the ratio is their geometric mean ``exp(mean(log r))`` with the
+  interval ``exp(mean(log r) +- t(0.975, n-1) * sd(log r) / sqrt(n))``.  Pairing by seed
+  removes the workload's seed-to-seed variation; working in logs keeps the interval of
+  a ratio positive and symmetric between "x2" and "x0.5".  Seeds where either value is
+  missing or the baseline's is 0 are left out (``seeds`` counts the rest).
 """
 
 from __future__ import annotations
@@ -66,6 +69,18 @@ def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[fl
         return float(arr[0]), math.nan
     t = stats.t.ppf(0.5 + confidence / 2, arr.size - 1)
     return float(arr.mean()), float(t * arr.std(ddof=1) / math.sqrt(arr.size))
+
+
+def ratio_ci(ratios: Sequence[float], confidence: float = CONFIDENCE
+             ) -> tuple[float, float, float]:
+    """(geometric mean, low, high) of positive ratios; low/high nan with fewer than two."""
+    logs = [math.log(r) for r in ratios if r is not None and math.isfinite(r) and r > 0]
+    m, half = mean_ci(logs, confidence)
+    if not math.isfinite(m):
+        return math.nan, math.nan, math.nan
+    if not math.isfinite(half):
+        return math.exp(m), math.nan, math.nan
+    return math.exp(m), math.exp(m - half), math.exp(m + half)
 
 
 def throughput_mbps(row: Mapping[str, Any]) -> float:
@@ -119,13 +134,15 @@ class SummaryRow:
     seeds: int  # seeds with a finite value
     mean: float
     ci: float  # 95% half-width (nan with one seed)
-    ratio: float  # mean of per-seed ratios to the baseline (nan for the baseline's counts)
-    ratio_ci: float
+    ratio: float  # geometric mean of per-seed ratios to the baseline (nan for counts)
+    ratio_low: float  # its 95% interval (nan with fewer than two seeds)
+    ratio_high: float
 
     def as_dict(self) -> dict[str, Any]:
         return {"scheme": self.scheme, "load": self.load, "metric": self.metric,
                 "class": self.cls, "seeds": self.seeds, "mean": self.mean, "ci95": self.ci,
-                "ratio": self.ratio, "ratio_ci95": self.ratio_ci}
+                "ratio": self.ratio, "ratio_low95": self.ratio_low,
+                "ratio_high95": self.ratio_high}
 
 
 def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None
@@ -147,16 +164,16 @@ def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None
                 values = {s: per_run[(scheme, load, s)][(metric, cls)] for s in seeds
                           if (scheme, load, s) in per_run}
                 m, ci = mean_ci(list(values.values()))
-                ratio = ratio_ci = math.nan
+                ratio = low = high = math.nan
                 if baseline is not None and metric not in COUNT_METRICS:
                     ratios = []
                     for s, v in values.items():
                         base = per_run.get((baseline, load, s), {}).get((metric, cls))
                         if base is not None and math.isfinite(base) and base > 0 and \
-                                math.isfinite(v):
+                                math.isfinite(v) and v > 0:
                             ratios.append(v / base)
-                    ratio, ratio_ci = mean_ci(ratios)
+                    ratio, low, high = ratio_ci(ratios)
                 finite = sum(1 for v in values.values() if math.isfinite(v))
                 out.append(SummaryRow(scheme, load, metric, cls, finite, m, ci, ratio,
-                                      ratio_ci))
+                                      low, high))
     return out

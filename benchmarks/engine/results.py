@@ -10,7 +10,7 @@
       flows.csv         one row per flow, scheme and seed (FLOW_COLUMNS); appended after
                         each run, so an interrupted experiment keeps what it measured
       samples.csv       RTT/cwnd samples, if agent.sample_interval > 0
-      summary.csv       per scheme, sweep value, metric and class: mean, CI, ratio, CI
+      summary.csv       per scheme, sweep value, metric and class: mean, CI, ratio, ratio CI
       summary.txt       the same as a readable table
       plots/*.png
       runs/<scheme>/seed<S>_<sweep><V>/   agent plans, raw records and logs
@@ -35,7 +35,7 @@ WORKLOAD_COLUMNS = ["seed", "load", "flow_id", "src", "dst", "size", "start", "k
 SAMPLE_COLUMNS = ["scheme", "load", "seed", "flow_id", "t", "bytes_acked", "rtt_us", "cwnd",
                   "retrans"]
 SUMMARY_COLUMNS = ["scheme", "load", "metric", "class", "seeds", "mean", "ci95", "ratio",
-                   "ratio_ci95"]
+                   "ratio_low95", "ratio_high95"]
 
 _INT_COLUMNS = {"seed", "flow_id", "size", "sport", "dscp", "bytes", "retransmits", "ooo",
                 "segs_in"}

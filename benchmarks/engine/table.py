@@ -1,7 +1,8 @@
 """The summary as a readable text table: one block per sweep value, a column per scheme.
 
 Each cell is ``mean ± CI`` across seeds; non-baseline schemes add ``x ratio [low, high]``
-to the baseline (per-seed paired ratio and its 95% CI).  FCTs are shown in ms.
+to the baseline (geometric mean of per-seed paired ratios and its 95% interval, see
+metrics.py).  FCTs are shown in ms.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ def cell(row: SummaryRow, scale: float, baseline: str | None) -> str:
         text += f" ± {fmt(row.ci * scale)}"
     if row.scheme != baseline and math.isfinite(row.ratio):
         text += f"  x{row.ratio:.2f}"
-        if math.isfinite(row.ratio_ci):
-            text += f" [{row.ratio - row.ratio_ci:.2f}, {row.ratio + row.ratio_ci:.2f}]"
+        if math.isfinite(row.ratio_low):
+            text += f" [{row.ratio_low:.2f}, {row.ratio_high:.2f}]"
     return text
 
 
@@ -65,7 +66,7 @@ def render(summary: Sequence[SummaryRow], baseline: str | None, sweep: str = "lo
     lines = [title] if title else []
     if baseline:
         lines.append(f"mean ± 95% CI across seeds; x ratio to {baseline} "
-                     "[95% CI of per-seed ratios]")
+                     "[95% CI], geometric mean of per-seed ratios")
     for load in loads:
         seeds = max((r.seeds for r in summary if r.load == load and r.metric == "flows"),
                     default=0)

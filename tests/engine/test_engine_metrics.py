@@ -11,12 +11,22 @@ from scipy import stats
 from dcnlab.benchmarks.engine.metrics import (
     mean_ci,
     percentile,
+    ratio_ci,
     run_metrics,
     size_class,
     summarize,
     throughput_mbps,
 )
 from dcnlab.benchmarks.engine.table import render
+
+
+def test_ratio_interval_is_positive_and_log_symmetric() -> None:
+    ratio, low, high = ratio_ci([2.0, 0.5, 1.0])
+    assert ratio == pytest.approx(1.0)
+    assert low > 0 and low == pytest.approx(1 / high)
+    one = ratio_ci([3.0])
+    assert one[0] == pytest.approx(3.0) and math.isnan(one[1])
+    assert all(math.isnan(v) for v in ratio_ci([0.0]))
 
 
 def test_size_classes_use_strict_bounds() -> None:
@@ -83,10 +93,13 @@ def test_ratios_are_paired_by_seed() -> None:
     x = summary[("x", "fct_mean", "mouse")]
     assert x.mean == pytest.approx(0.0175)
     assert x.seeds == 2
-    # Mean of per-seed ratios (0.5 and 0.75), not the ratio of means (0.7).
-    assert x.ratio == pytest.approx(0.625)
-    # sd of (0.5, 0.75) is 0.25 / sqrt(2); half-width t * sd / sqrt(2) = t * 0.125.
-    assert x.ratio_ci == pytest.approx(stats.t.ppf(0.975, 1) * 0.125)
+    # Geometric mean of the per-seed ratios (0.5 and 0.75), not the ratio of means (0.7).
+    assert x.ratio == pytest.approx(math.sqrt(0.5 * 0.75))
+    # In logs: sd of (log 0.5, log 0.75) is log(1.5) / sqrt(2), half-width t * sd / sqrt(2).
+    half = stats.t.ppf(0.975, 1) * math.log(1.5) / 2
+    assert x.ratio_low == pytest.approx(x.ratio * math.exp(-half))
+    assert x.ratio_high == pytest.approx(x.ratio * math.exp(half))
+    assert x.ratio_low > 0
     base = summary[("ecmp", "fct_mean", "mouse")]
     assert base.ratio == pytest.approx(1.0)
     assert math.isnan(summary[("x", "flows", "all")].ratio)  # counts get no ratio
