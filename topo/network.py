@@ -28,6 +28,11 @@ Things to know:
 - Mininet's machine-wide ``fixLimits()`` (sysctls, rlimits) is skipped on purpose.
 - Link delay, jitter, buffers and ECN need ``--switch ext`` (no netem here); on ``ovs``
   only the rate is applied (htb via TCLink) and an :class:`EmulationWarning` is issued.
+- ``management=True`` adds an out-of-band management network (:mod:`.management`): a
+  bridge ``<prefix>mg`` in the run namespace (address 192.168.0.1/16) and one unshaped
+  veth per host (``<prefix>hN-mg``, ``net.management_ip("h1")``), so the controller can
+  reach host agents without touching the data plane.  It lives in the run's namespaces
+  and goes away with them.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ from mininet.node import Node, RemoteController, Switch
 
 from dcnlab.controller.runtime import ENV_STATE_FILE, ENV_TOPOLOGY, read_state
 
+from .management import add_management, management_address
 from .mininet_topos import DcnHost, DcnTCLink, SpecTopo
 from .ovs import OvsError, OvsInstance, find_binaries
 from .spec import TopologySpec, parse
@@ -307,6 +313,8 @@ class Network:
         dcnlab apps; for other apps only if they write the file.
     app_args: extra ryu-manager arguments, placed before the app.
     switch_options: passed to the switch factory as SwitchContext.extra.
+    management: also connect every host to the run namespace over a separate management
+        network (see :mod:`dcnlab.topo.management`); ``management_ip(host)`` tells where.
     """
 
     def __init__(self, spec: TopologySpec | str, app: str = "dcnlab.apps.ecmp",
@@ -314,7 +322,8 @@ class Network:
                  app_env: Mapping[str, str] | None = None, *,
                  controller_port: int = DEFAULT_CONTROLLER_PORT, ready_timeout: float = 60.0,
                  wait_app_ready: bool | None = None, app_args: Sequence[str] = (),
-                 switch_options: Mapping[str, Any] | None = None) -> None:
+                 switch_options: Mapping[str, Any] | None = None,
+                 management: bool = False) -> None:
         self.spec = parse(spec) if isinstance(spec, str) else spec
         self.kind = get_switch_kind(switch)
         self.app = self._resolve_app(app)
@@ -323,6 +332,7 @@ class Network:
         self.port = controller_port
         self.ready_timeout = ready_timeout
         self.switch_options = dict(switch_options or {})
+        self.management = management
         self._requested_run_dir = Path(run_dir).absolute() if run_dir is not None else None
         self._wait_app = wait_app_ready if wait_app_ready is not None else (
             self._is_dcnlab_app(self.app))
@@ -435,6 +445,12 @@ class Network:
     def switch(self, name: str) -> Switch:
         self.spec.switch(name)
         return self._mn()[self.prefix + name]
+
+    def management_ip(self, host: str) -> str:
+        """The host's address on the management network (needs ``management=True``)."""
+        if not self.management:
+            raise NetworkError("this network has no management network (management=True)")
+        return management_address(self.spec, host)
 
     def state(self) -> dict[str, Any] | None:
         """The app's last state (DCNLAB_STATE_FILE), or None if it wrote none."""
@@ -553,6 +569,10 @@ class Network:
         with self._timed("build"):
             self._build_mininet()
             self._configure_hosts()
+        if self.management:
+            with self._timed("management"):
+                add_management(self._require_holder(), self.prefix,
+                               [(h.name, self.host(h.name)) for h in self.spec.hosts])
         with self._timed("switches"):
             self._mn().start()
         with self._timed("ready"):
