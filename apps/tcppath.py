@@ -12,8 +12,8 @@ The controller plays the paper's TCP-Path switches over plain OpenFlow 1.3:
    order per copy so that ties between idle paths break randomly); later copies are
    dropped and counted.  Copies travel through the switches' real output queues, so a
    copy behind a congested queue loses the race.
-3. At the destination edge the first copy's SYN is delivered to D, and a punt entry for
-   the one SYN-ACK that answers it is installed there.
+3. At the destination edge the first copy's SYN is delivered to D; edge switches punt
+   SYN-ACKs from hosts.
 4. The SYN-ACK confirms the locks: the controller walks them back from D's edge to S's,
    installs per-flow entries in both directions (SD and DS) on every switch of that path
    with an idle timeout (10 s, the authors' switch), and hands the SYN-ACK to S.
@@ -271,9 +271,9 @@ class TcpPath(FabricApp):
                 self._deliver(expl, inner.data)
 
     def _deliver(self, expl: Exploration, syn: bytes) -> None:
-        # The punt for the answering SYN-ACK goes first: same connection, so the switch
-        # holds it before the SYN reaches D.
-        self._send_flow(expl.dst.dpid, rules.synack_punt(expl, self.lock_timeout), None)
+        if not rules.synack_punted_statically(expl.key, self.elephants):
+            # Sent first, on the same connection as the SYN's packet-out.
+            self._send_flow(expl.dst.dpid, rules.synack_punt(expl, self.lock_timeout), None)
         self._packet_out(expl.dst.dpid, [expl.dst.port], syn)
         self.counters["tcppath_delivered"] += 1
 
@@ -284,13 +284,19 @@ class TcpPath(FabricApp):
         try:
             done = self.paths.confirm(seg.key, dpid, in_port, now)
         except ConfirmError as exc:
+            # It confirms nothing, but its connection must still open (on the default
+            # routes): hand it to its host.
             self.counters[f"tcppath_synack_{exc.reason}"] += 1
             self.logger.info("SYN-ACK not confirming: %s", exc)
+            dst = self._host_attachment(seg.key.dst_ip, seg.key.dst_mac)
+            if dst is not None and self._packet_out(dst.dpid, [dst.port], seg.data):
+                self.counters["tcppath_synack_relayed"] += 1
             return
         flow = done.flow
         expl = self.paths.explorations[flow.xid]
         self._install(flow, done.replaced)
-        self._delete(expl.dst.dpid, rules.synack_punt(expl, self.lock_timeout))
+        if not rules.synack_punted_statically(expl.key, self.elephants):
+            self._delete(expl.dst.dpid, rules.synack_punt(expl, self.lock_timeout))
         # The source edge got its entries before this, on the same connection.
         self._packet_out(expl.src.dpid, [expl.src.port], seg.data)
 

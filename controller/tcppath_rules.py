@@ -4,9 +4,16 @@ Priorities, highest first (the compiled default routes sit at 100..400 below the
 
     1000  exploration punt      eth_type=0x88B5 -> controller            every switch
      800  per-flow entry        in_port, eth_src/dst, tcp_src/dst -> port  path switches
-     700  SYN-ACK punt          the one SYN-ACK awaited -> controller       destination edge
+     700  SYN-ACK punt          in_port=host port, tcp_flags SYN&ACK       edge switches
+                                (TFE: tcp_dst in the elephant range; a DSCP-only elephant
+                                gets a per-flow one for its own SYN-ACK)
      600  SYN punt              in_port=host port, tcp_flags SYN&!ACK      edge switches
                                 (TFE: and an elephant source port / DSCP)
+
+SYN-ACK punts are static where possible because Open vSwitch applies a new entry to
+packets of an existing datapath (megaflow) cache entry only after revalidation: a
+per-flow punt installed just before the SYN is delivered can miss the SYN-ACK.  A
+punted SYN-ACK that confirms nothing is relayed to its host by the controller.
 
 Per-flow entries match ``in_port`` on purpose: a packet that left its path (an entry
 aged out, a switch reconnected) never re-enters it, it continues on the loop-free
@@ -83,14 +90,19 @@ def static_entries(host_ports: Iterable[int],
                          TO_CONTROLLER)]
     syn = {"eth_type": ETH_TYPE_IP, "ip_proto": IPPROTO_TCP,
            "tcp_flags": (TCP_SYN, TCP_SYN | TCP_ACK)}
+    synack = {**syn, "tcp_flags": (TCP_SYN | TCP_ACK, TCP_SYN | TCP_ACK)}
     for port in sorted(host_ports):
         if elephants is None:
             entries.append(FlowEntry(PRIO_SYN_PUNT, match(in_port=port, **syn), TO_CONTROLLER))
+            entries.append(FlowEntry(PRIO_SYNACK_PUNT, match(in_port=port, **synack),
+                                     TO_CONTROLLER))
             continue
         if elephants.ports is not None:
             for value, mask in port_prefixes(*elephants.ports):
                 entries.append(FlowEntry(PRIO_SYN_PUNT, match(
                     in_port=port, tcp_src=(value, mask), **syn), TO_CONTROLLER))
+                entries.append(FlowEntry(PRIO_SYNACK_PUNT, match(
+                    in_port=port, tcp_dst=(value, mask), **synack), TO_CONTROLLER))
         for dscp in sorted(elephants.dscp or ()):
             # IP_DSCP is not maskable in OpenFlow 1.3: one entry per value.
             entries.append(FlowEntry(PRIO_SYN_PUNT, match(in_port=port, ip_dscp=dscp, **syn),
@@ -118,8 +130,15 @@ def flow_entries(flow: Flow, idle_timeout: int) -> dict[int, list[FlowEntry]]:
     return out
 
 
+def synack_punted_statically(key: FlowKey, elephants: ElephantFilter | None) -> bool:
+    """Whether the static SYN-ACK punts catch the SYN-ACK answering ``key``'s SYN."""
+    return elephants is None or (elephants.ports is not None
+                                 and elephants.ports[0] <= key.src_port <= elephants.ports[1])
+
+
 def synack_punt(expl: Exploration, lock_timeout: float) -> FlowEntry:
-    """At the destination edge: punt the SYN-ACK answering this exploration's SYN."""
+    """At the destination edge: punt the SYN-ACK answering this exploration's SYN (for
+    elephants marked by DSCP only, whose SYN-ACK no static entry can recognise)."""
     return FlowEntry(PRIO_SYNACK_PUNT,
                      _tuple_match(expl.key.reverse(), expl.dst.port,
                                   tcp_flags=(TCP_SYN | TCP_ACK, TCP_SYN | TCP_ACK)),

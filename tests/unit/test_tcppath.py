@@ -472,7 +472,10 @@ def test_synack_on_unexpected_port_and_bad_input_are_counted(
     # A SYN-ACK for it punted from another host port of the destination edge.
     lab.punt(h5.dpid, h5.port + 1, _tcp_frame(h5, h1, 5001, 40000, 0x012))
     assert lab.app.counters["tcppath_synack_unexpected_port"] == 1
+    assert lab.app.counters["tcppath_synack_relayed"] == 1  # it still reaches h1
     assert not lab.app.paths.flows
+    for dp in lab.dps.values():
+        dp.take()
     bad = [b"", b"\x08\x00" * 7, _tcp_frame(h1, h5, 1, 2, 0x002)[:30],
            _tcp_frame(h1, h5, 1, 2, 0x010),  # not a SYN
            frames.exploration(99999, frames.KIND_REQUEST, _tcp_frame(h1, h5, 1, 2, 0x002)),
