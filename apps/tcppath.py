@@ -93,8 +93,12 @@ class TcpPath(FabricApp):
         self.series: deque[tuple[float, int]] = deque(maxlen=SERIES_LEN)
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_FLOWS)
         self.entries_max = 0
+        self.copies_in: dict[int, int] = {}  # exploration copies punted, per switch
+        self.copy_bytes = 0  # size of the last copy (the paper's L_B)
         self._xid_flow: OrderedDict[tuple[int, int], int] = OrderedDict()
         self._augmented: object = None
+        # Switches known to accept masked TCP ports (Open vSwitch): TFE classifies there.
+        self.port_masks: set[int] = set()
         self._threads.append(hub.spawn(self._ticker))
 
     def elephant_filter(self) -> rules.ElephantFilter | None:
@@ -111,11 +115,21 @@ class TcpPath(FabricApp):
         if self._augmented is not compiled:  # once per recompilation
             for dpid, sw in compiled.items():
                 ports = {h.port for h in self.view.hosts_on(dpid)}
-                sw.flows.update(rules.static_entries(ports, self.elephants))
+                sw.flows.update(rules.static_entries(ports, self.elephants,
+                                                     dpid in self.port_masks))
             self._augmented = compiled
         return compiled
 
+    def switch_described(self, dp: Any, mfr: str, hw: str, sw: str) -> None:
+        if self.elephants is not None and mfr.startswith("Nicira") and (
+                dp.id not in self.port_masks):
+            # Open vSwitch matches masked ports: move TFE's classification into it.
+            self.port_masks.add(dp.id)
+            self._compiled_version = -1
+            self.push_changes()
+
     def resync(self, dp: Any) -> None:
+        self.port_masks.discard(dp.id)  # until it describes itself again
         # A (re)connecting switch loses its per-flow entries: forget the flows through it
         # (and their entries elsewhere), then the base installs the static policy.
         dp.send_msg(rules.delete_all_flows(dp))
@@ -198,6 +212,8 @@ class TcpPath(FabricApp):
         try:
             if ethertype == b"\x88\xb5":
                 self.counters["tcppath_copy_packet_in"] += 1
+                self.copies_in[dpid] = self.copies_in.get(dpid, 0) + 1
+                self.copy_bytes = len(data)
                 self.on_copy(dpid, in_port, *frames.parse_exploration(data))
             else:
                 self.on_tcp(dpid, in_port, frames.parse_tcp(data))
@@ -227,7 +243,7 @@ class TcpPath(FabricApp):
             self.counters["tcppath_syn_unknown_host"] += 1
             return  # the default routes would drop it too
         if self.elephants is not None and not self.elephants.matches(key.src_port, seg.dscp):
-            # Only reachable if the switch's SYN punt is broader than our filter.
+            # TFE on a switch that cannot classify: relayed, never explored.
             self.counters["tcppath_not_elephant"] += 1
             self._packet_out(dst.dpid, [dst.port], seg.data)
             return
@@ -271,7 +287,8 @@ class TcpPath(FabricApp):
                 self._deliver(expl, inner.data)
 
     def _deliver(self, expl: Exploration, syn: bytes) -> None:
-        if not rules.synack_punted_statically(expl.key, self.elephants):
+        if not rules.synack_punted_statically(expl.key, self.elephants,
+                                              expl.dst.dpid in self.port_masks):
             # Sent first, on the same connection as the SYN's packet-out.
             self._send_flow(expl.dst.dpid, rules.synack_punt(expl, self.lock_timeout), None)
         self._packet_out(expl.dst.dpid, [expl.dst.port], syn)
@@ -295,7 +312,8 @@ class TcpPath(FabricApp):
         flow = done.flow
         expl = self.paths.explorations[flow.xid]
         self._install(flow, done.replaced)
-        if not rules.synack_punted_statically(expl.key, self.elephants):
+        if not rules.synack_punted_statically(expl.key, self.elephants,
+                                              expl.dst.dpid in self.port_masks):
             self._delete(expl.dst.dpid, rules.synack_punt(expl, self.lock_timeout))
         # The source edge got its entries before this, on the same connection.
         self._packet_out(expl.src.dpid, [expl.src.port], seg.data)
@@ -435,6 +453,8 @@ class TcpPath(FabricApp):
             "flow_entries_total": sum(per_switch.values()),
             "flow_entries_max": self.entries_max,
             "series": list(self.series),
+            "copies_in": {str(d): n for d, n in sorted(self.copies_in.items())},
+            "copy_bytes": self.copy_bytes,
             "recent": list(self.recent),
         }
         return state

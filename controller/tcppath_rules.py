@@ -82,10 +82,17 @@ def port_prefixes(lo: int, hi: int, bits: int = 16) -> list[tuple[int, int]]:
     return out
 
 
-def static_entries(host_ports: Iterable[int],
-                   elephants: ElephantFilter | None) -> list[FlowEntry]:
+def static_entries(host_ports: Iterable[int], elephants: ElephantFilter | None,
+                   port_masks: bool = True) -> list[FlowEntry]:
     """What every switch holds for TCP-Path: the exploration punt, and on edge switches
-    one SYN punt per host port (TFE: per elephant mark)."""
+    SYN and SYN-ACK punts per host port (TFE: per elephant mark).
+
+    OpenFlow 1.3 does not let ``tcp_src``/``tcp_dst`` be masked; Open vSwitch accepts it
+    anyway, other switches (switch_ext) refuse it.  Without ``port_masks`` TFE punts every
+    SYN and SYN-ACK from hosts, as TCP-Path does, and the controller tells elephants from
+    the rest (relaying the rest straight to their host: no exploration, no entries)."""
+    if elephants is not None and not port_masks:
+        elephants = None
     entries = [FlowEntry(PRIO_EXPLORATION_PUNT, match(eth_type=ETH_TYPE_EXPLORATION),
                          TO_CONTROLLER)]
     syn = {"eth_type": ETH_TYPE_IP, "ip_proto": IPPROTO_TCP,
@@ -130,9 +137,10 @@ def flow_entries(flow: Flow, idle_timeout: int) -> dict[int, list[FlowEntry]]:
     return out
 
 
-def synack_punted_statically(key: FlowKey, elephants: ElephantFilter | None) -> bool:
+def synack_punted_statically(key: FlowKey, elephants: ElephantFilter | None,
+                             port_masks: bool = True) -> bool:
     """Whether the static SYN-ACK punts catch the SYN-ACK answering ``key``'s SYN."""
-    return elephants is None or (elephants.ports is not None
+    return elephants is None or not port_masks or (elephants.ports is not None
                                  and elephants.ports[0] <= key.src_port <= elephants.ports[1])
 
 
