@@ -9,6 +9,9 @@ complete, then for its own invariant:
   evenly over the source switch's uplinks (within 5 %); on hashing switches it is
   ECMP and is checked as such;
 * ``single_path``: connectivity and completed transfers only;
+* ``uc3`` (on ``dumbbell``): Jain's fairness index of a group-A and a group-B long TCP
+  flow, with agents clamping windows (``jain``, at least 0.95), and without (``jain_plain``,
+  recorded only); see :mod:`dcnlab.uc3_check`;
 * ``tcppath`` and ``tfe``: congestion avoidance (:func:`tcppath_congestion`): with one
   spine's path between two leaves loaded by a long transfer, at least 80 % of new
   (elephant-marked) connections between those leaves are explored onto another spine.
@@ -23,13 +26,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from dcnlab.topo.agents import AgentFiles
 from dcnlab.topo.network import Network
 from dcnlab.topo.spec import TopologySpec, parse
+from dcnlab.uc3_check import uc3_fairness
 
 TOP_TIERS = ("core", "spine")
 FLOW_BYTES = "4M"
 TRANSFER_TIMEOUT = 120.0
 SPLIT_TOLERANCE = 0.05
+UC3_APPS = ("uc3", "dcnlab.apps.uc3")
 
 
 @dataclass
@@ -159,55 +165,72 @@ def check(topo: str, app: str, switch: str = "ovs", select_mode: str = "random")
     result = CheckResult({"topo": spec.spec, "app": app, "switch": switch})
     env = {"DCNLAB_SELECT_MODE": select_mode}
     options = {"select_mode": select_mode} if app == "spray" and switch == "ext" else None
+    uc3_files = AgentFiles.create() if app in UC3_APPS else None
+    if uc3_files is not None:
+        env.update(uc3_files.env())
     started = time.time()
-    with Network(spec, app=app_module(app), switch=switch, app_env=env,
-                 switch_options=options) as net:
-        result.fields["startup_s"] = round(time.time() - started, 1)
-        loss = net.mn.pingAll(timeout=2)
-        result.fields["pingall"] = round(1 - loss / 100.0, 4)
-        if loss:
-            result.failures.append(f"all-pairs ping lost {loss:.1f}%")
-
-        pairs = inter_pod_pairs(spec, 16)
-        before = _core_bytes(net, spec)
-        t0 = time.time()
-        done = run_transfers(net, pairs)
-        _fresh_stats(net, time.time())
-        after = _core_bytes(net, spec)
-        result.fields.update(tcp_flows=len(pairs), tcp_completed=done,
-                             transfer_s=round(time.time() - t0, 1))
-        if done < len(pairs):
-            result.failures.append(f"{len(pairs) - done} of {len(pairs)} TCP transfers failed")
-
-        carried = {n: after[n] - before.get(n, 0) for n in after}
-        total = sum(carried.values())
-        used = sum(1 for v in carried.values() if total and v > 0.05 * total)
-        result.fields["cores_used"] = used
-        result.fields["cores"] = len(carried)
-        if app in ("ecmp", "spray") and carried:
-            need = min(3, len(carried))
-            if used < need:
-                result.failures.append(f"flows used {used} of {len(carried)} top-tier switches "
-                                       f"(need {need})")
-
-        state = net.state() or {}
-        if app == "spray" and switch == "ext":
-            done, share = one_flow_split(net, *pairs[0])
-            result.fields["per_packet_split"] = share
-            even = 1 / len(share)
-            if not done or any(abs(x - even) > SPLIT_TOLERANCE for x in share):
-                result.failures.append(f"one flow's packets split {share} over uplinks, "
-                                       f"expected {even:.2f} each within {SPLIT_TOLERANCE}")
-        if app in TCPPATH_APPS:
-            fields, failures = tcppath_congestion(net, spec)
-            result.fields.update(fields)
-            result.failures += failures
-            state = net.state() or {}
-        result.fields["warnings"] = state.get("warnings", [])
-        result.fields["ryu_errors"] = state.get("counters", {}).get("errors", 0)
-        if result.fields["ryu_errors"]:
-            result.failures.append("switches reported OpenFlow errors")
+    try:
+        with Network(spec, app=app_module(app), switch=switch, app_env=env,
+                     switch_options=options, management=uc3_files is not None) as net:
+            _checks(net, spec, app, switch, result, started, uc3_files)
+    finally:
+        if uc3_files is not None:
+            uc3_files.remove()
     return result
+
+
+def _checks(net: Network, spec: TopologySpec, app: str, switch: str, result: CheckResult,
+            started: float, uc3_files: AgentFiles | None) -> None:
+    result.fields["startup_s"] = round(time.time() - started, 1)
+    loss = net.mn.pingAll(timeout=2)
+    result.fields["pingall"] = round(1 - loss / 100.0, 4)
+    if loss:
+        result.failures.append(f"all-pairs ping lost {loss:.1f}%")
+
+    pairs = inter_pod_pairs(spec, 16)
+    before = _core_bytes(net, spec)
+    t0 = time.time()
+    done = run_transfers(net, pairs)
+    _fresh_stats(net, time.time())
+    after = _core_bytes(net, spec)
+    result.fields.update(tcp_flows=len(pairs), tcp_completed=done,
+                         transfer_s=round(time.time() - t0, 1))
+    if done < len(pairs):
+        result.failures.append(f"{len(pairs) - done} of {len(pairs)} TCP transfers failed")
+
+    carried = {n: after[n] - before.get(n, 0) for n in after}
+    total = sum(carried.values())
+    used = sum(1 for v in carried.values() if total and v > 0.05 * total)
+    result.fields["cores_used"] = used
+    result.fields["cores"] = len(carried)
+    if app in ("ecmp", "spray") and carried:
+        need = min(3, len(carried))
+        if used < need:
+            result.failures.append(f"flows used {used} of {len(carried)} top-tier switches "
+                                   f"(need {need})")
+
+    state = net.state() or {}
+    if app == "spray" and switch == "ext":
+        done, share = one_flow_split(net, *pairs[0])
+        result.fields["per_packet_split"] = share
+        even = 1 / len(share)
+        if not done or any(abs(x - even) > SPLIT_TOLERANCE for x in share):
+            result.failures.append(f"one flow's packets split {share} over uplinks, "
+                                   f"expected {even:.2f} each within {SPLIT_TOLERANCE}")
+    if app in TCPPATH_APPS:
+        fields, failures = tcppath_congestion(net, spec)
+        result.fields.update(fields)
+        result.failures += failures
+        state = net.state() or {}
+    if uc3_files is not None:
+        fields, failures = uc3_fairness(net, spec, uc3_files)
+        result.fields.update(fields)
+        result.failures += failures
+        state = net.state() or {}
+    result.fields["warnings"] = state.get("warnings", [])
+    result.fields["ryu_errors"] = state.get("counters", {}).get("errors", 0)
+    if result.fields["ryu_errors"]:
+        result.failures.append("switches reported OpenFlow errors")
 
 
 # -- TCP-Path / TFE: congestion avoidance ------------------------------------------------

@@ -1,0 +1,124 @@
+"""UC3 app logic without a network: paths from compiled rules, flow table, config, Jain."""
+
+from __future__ import annotations
+
+import pytest
+
+from dcnlab.benchmarks.longflows import jain, rates, series
+from dcnlab.controller.compiler import compile_policy
+from dcnlab.controller.uc3_agent.bpf import Tuple4
+from dcnlab.controller.uc3_agent.protocol import FlowStats
+from dcnlab.controller.uc3_alloc import Allocator, Rounding
+from dcnlab.controller.uc3_collect import (
+    FlowTable,
+    LinkLoad,
+    PathError,
+    PathFinder,
+    competing,
+    link_capacities,
+)
+from dcnlab.controller.uc3_config import ConfigError, Uc3Config, parse_agents
+from dcnlab.controller.view import NetworkView
+from dcnlab.topo.spec import parse
+
+
+def _stats(src: str, sport: int, dst: str, tput: float, rtt_us: float = 10_000) -> FlowStats:
+    return FlowStats(Tuple4(src, sport, dst, 5400), rtt_us, 1448, 10, 0.0, tput, 1 << 20)
+
+
+def test_dumbbell_paths_share_the_core_link() -> None:
+    spec = parse("dumbbell:4")
+    view = NetworkView.from_topology(spec)
+    compiled = compile_policy(view, "single_path")
+    finder = PathFinder()
+    server = spec.host("h7").ip
+    p1 = finder.path(view, compiled, spec.host("h1").ip, server)
+    p4 = finder.path(view, compiled, spec.host("h4").ip, server)
+    core = (1, 1)  # s1 port 1 is the s1-s2 link (first link the family builds)
+    assert p1[0] == core and p4[0] == core and p1[-1] == p4[-1]
+    assert len(p1) == 2
+    back = finder.path(view, compiled, server, spec.host("h1").ip)
+    assert back[0][0] == 2 and back[-1] == (1, spec.host("h1").interfaces[0].port)
+    assert competing({"a": p1, "b": p4}) == {core: 2, p1[-1]: 2}
+
+
+def test_ecmp_rules_are_not_one_path() -> None:
+    spec = parse("fattree:4")
+    view = NetworkView.from_topology(spec)
+    compiled = compile_policy(view, "ecmp")
+    with pytest.raises(PathError):
+        PathFinder().path(view, compiled, "10.0.0.1", "10.3.1.2")
+
+
+def test_capacities_from_spec_and_override() -> None:
+    spec = parse("dumbbell:2,rate=50M")
+    caps = link_capacities(spec)
+    assert set(caps.values()) == {50e6} and (1, 1) in caps and (2, 1) in caps
+    assert set(link_capacities(spec, 10e6).values()) == {10e6}
+
+
+def test_flow_table_keeps_active_senders_only() -> None:
+    table = FlowTable(min_rate_bps=100e3, stale_s=1.0)
+    table.report("10.0.0.1", [_stats("10.0.0.1", 1, "10.1.0.1", 40e6),
+                              _stats("10.0.0.1", 2, "10.1.0.1", 10.0)], now=0.0)
+    assert [f.lport for f in table.active()] == [1]
+    path = ((1, 1), (2, 3))
+    inputs = table.inputs({Tuple4("10.0.0.1", 1, "10.1.0.1", 5400): path})
+    (only,) = inputs.values()
+    assert only.edge == 1 and only.rtt_s == 0.01 and only.throughput_bps == 40e6
+    table.expire(now=2.0)
+    assert not table.flows
+
+
+def test_two_rtts_get_equal_rates_and_bdp_windows() -> None:
+    table = FlowTable()
+    table.report("a", [_stats("10.0.0.1", 1, "10.1.0.1", 60e6, rtt_us=6_000)], now=0)
+    table.report("b", [_stats("10.0.0.4", 1, "10.1.0.1", 45e6, rtt_us=34_000)], now=0)
+    path = ((1, 1), (2, 3))
+    inputs = table.inputs({f: path for f in table.flows})
+    out = Allocator().allocate(inputs, {(1, 1): 100e6, (2, 3): 100e6})
+    windows = sorted(a.window for a in out.values())
+    assert windows == [26, 147]  # ceil(50e6/8 * rtt / 1448)
+    assert {a.rate_bps for a in out.values()} == {50e6}
+
+
+def test_link_load_from_counters() -> None:
+    load = LinkLoad()
+    load.update({1: {1: {"tx_bytes": 0}}}, now=0.0)
+    load.update({1: {1: {"tx_bytes": 1_250_000}}}, now=1.0)
+    assert load.load_bps[(1, 1)] == 10e6
+    load.update({1: {1: {"tx_bytes": 1_250_000}}}, now=5.0)
+    assert load.load_bps[(1, 1)] == 0.0
+
+
+def test_config_from_env_and_errors() -> None:
+    cfg = Uc3Config.from_env({"DCNLAB_AGENT_SECRET": "s" * 32, "DCNLAB_UC3_ROUNDING": "down",
+                              "DCNLAB_UC3_REALLOCATION": "off", "DCNLAB_UC3_CAPACITY": "100M",
+                              "DCNLAB_UC3_INTERVAL": "0.1"})
+    assert cfg.alloc.rounding is Rounding.DOWN and not cfg.alloc.reallocation
+    assert cfg.capacity_bps == 100e6 and cfg.interval_s == 0.1 and cfg.secret == b"s" * 32
+    assert Uc3Config.from_env({}).secret is None
+    for bad in ({"DCNLAB_UC3_ALPHA": "2"}, {"DCNLAB_UC3_ROUNDING": "sideways"},
+                {"DCNLAB_UC3_CAPACITY": "fast"}, {"DCNLAB_UC3_SECRET_FILE": "/nonexistent"}):
+        with pytest.raises(ConfigError):
+            Uc3Config.from_env(bad)
+
+
+def test_agents_file_forms() -> None:
+    got = parse_agents({"10.0.0.1": "192.168.0.2", "10.0.0.2": "192.168.0.3:7000",
+                        "10.0.0.3": {"addr": "192.168.0.4", "port": 7001}}, 6690)
+    assert got == {"10.0.0.1": ("192.168.0.2", 6690), "10.0.0.2": ("192.168.0.3", 7000),
+                   "10.0.0.3": ("192.168.0.4", 7001)}
+    for bad in ([], {"x": "192.168.0.2"}, {"10.0.0.1": "nowhere"}, {"10.0.0.1": 5},
+                {"10.0.0.1": "192.168.0.2:0"}):
+        with pytest.raises(ConfigError):
+            parse_agents(bad, 6690)
+
+
+def test_jain_and_receiver_rates() -> None:
+    assert jain([1, 1]) == 1.0 and jain([1, 0]) == 0.5 and jain([]) == 1.0
+    rows = [(0.0, {"a": 0, "b": 0}), (1.0, {"a": 1000, "b": 500}), (2.0, {"a": 2000, "b": 1000})]
+    assert rates(rows, 0.0, 2.0) == {"a": 8000.0, "b": 4000.0}
+    per = series(rows)
+    assert len(per) == 2 and per[0]["total_bps"] == 12000.0
+    assert per[0]["jain"] == pytest.approx(0.9)

@@ -1,0 +1,146 @@
+"""UC3 host agents inside a Network's hosts, reachable over its management network.
+
+::
+
+    files = AgentFiles.create()                       # before the network: the app's env
+    with Network(spec, app="dcnlab.apps.uc3", switch="ext", management=True,
+                 app_env=files.env()) as net, HostAgents(net, files, ["h1", "h2"]) as agents:
+        procs = agents.cgroup_procs("h1")             # senders join this cgroup first
+    files.remove()
+
+:class:`AgentFiles` is a private directory holding the shared secret (mode 0600) and the
+agents file the app reads (``DCNLAB_UC3_AGENTS``: host fabric IP -> management address).
+:class:`HostAgents` starts ``dcnlab-agent`` in each host listening on its management
+address only, waits until each has its cgroup and BPF program, then writes the agents
+file (atomically: the app re-reads it when it changes).  ``stop()`` sends SIGTERM and
+waits, so every agent removes its cgroup and pins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
+
+from dcnlab.controller.uc3_config import ENV_AGENTS, ENV_SECRET_FILE
+
+DEFAULT_AGENT_PORT = 6690
+START_TIMEOUT_S = 30.0
+
+
+class AgentStartError(RuntimeError):
+    """An agent did not come up; the message carries its log tail."""
+
+
+@dataclass(frozen=True)
+class AgentFiles:
+    directory: Path
+
+    @classmethod
+    def create(cls) -> AgentFiles:
+        directory = Path(tempfile.mkdtemp(prefix="dcnlab-uc3-"))
+        directory.chmod(0o755)  # agents in host namespaces read it as root anyway
+        secret = directory / "secret"
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32))
+        return cls(directory)
+
+    @property
+    def secret(self) -> Path:
+        return self.directory / "secret"
+
+    @property
+    def agents(self) -> Path:
+        return self.directory / "agents.json"
+
+    def env(self) -> dict[str, str]:
+        return {ENV_AGENTS: str(self.agents), ENV_SECRET_FILE: str(self.secret)}
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class HostAgents:
+    def __init__(self, net: Any, files: AgentFiles, hosts: list[str], *,
+                 port: int = DEFAULT_AGENT_PORT, interval_s: float = 0.1,
+                 timeout_s: float = 2.0) -> None:
+        self.net, self.files, self.hosts = net, files, list(hosts)
+        self.port, self.interval_s, self.timeout_s = port, interval_s, timeout_s
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.cgroups: dict[str, Path] = {}
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _state_file(self, host: str) -> Path:
+        return self.files.directory / f"agent-{host}.json"
+
+    def _log(self, host: str) -> Path:
+        return self.files.directory / f"agent-{host}.log"
+
+    def start(self) -> Self:
+        try:
+            for host in self.hosts:
+                with open(self._log(host), "wb") as log:
+                    self.procs[host] = self.net.host(host).popen(
+                        [sys.executable, "-m", "dcnlab.controller.uc3_agent",
+                         "--listen", self.net.management_ip(host), "--port", str(self.port),
+                         "--secret-file", str(self.files.secret),
+                         "--interval", f"{self.interval_s:g}",
+                         "--timeout", f"{self.timeout_s:g}",
+                         "--tag", f"{self.net.prefix}{host}", "--name", host,
+                         "--state-file", str(self._state_file(host))],
+                        stdout=log, stderr=subprocess.STDOUT)
+            for host in self.hosts:
+                self.cgroups[host] = self._wait_state(host)
+            mapping = {self.net.host(h).IP(): f"{self.net.management_ip(h)}:{self.port}"
+                       for h in self.hosts}
+            tmp = self.files.agents.with_suffix(".tmp")
+            tmp.write_text(json.dumps(mapping, indent=1))
+            tmp.replace(self.files.agents)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_state(self, host: str) -> Path:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        state_file = self._state_file(host)
+        while time.monotonic() < deadline:
+            if self.procs[host].poll() is not None:
+                break
+            try:
+                return Path(json.loads(state_file.read_text())["cgroup"])
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.1)
+        tail = self._log(host).read_text(errors="replace")[-2000:]
+        raise AgentStartError(f"agent on {host} did not start:\n{tail}")
+
+    def cgroup_procs(self, host: str) -> Path:
+        """The cgroup.procs file a sender in ``host`` writes its PID to (host's view)."""
+        return self.cgroups[host] / "cgroup.procs"
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()  # ours: started above
+                proc.wait()
+        self.procs.clear()
+        self.files.agents.unlink(missing_ok=True)
