@@ -255,3 +255,27 @@ def test_tfe_installs_entries_for_elephants_only() -> None:
             server.kill()
             server.wait()
 
+
+
+@pytest.mark.parametrize("app", ["tcppath", "tfe"])
+def test_on_switch_ext(app: str) -> None:
+    """switch_ext: concurrent connections complete and loaded spines are avoided (TFE
+    classifies in the controller there: switch_ext refuses masked TCP ports)."""
+    with Network(TOPO, app=f"dcnlab.apps.{app}", switch="ext") as net:
+        servers = [h.popen([*TOOL, "serve", "--port", str(PORT)]) for h in net.hosts]
+        time.sleep(0.5)
+        try:
+            pairs = _inter_leaf_pairs(net.spec, 20, seed=3)
+            procs = [_client(net, a, b, 42000 + i) for i, (a, b) in enumerate(pairs)]
+            rows = [r for p in procs for r in _rows(p)]
+            assert all(r["ok"] for r in rows), rows
+            fields, failures = tcppath_congestion(net, net.spec)
+            assert not failures, fields
+            state = net.state() or {}
+            assert state["counters"].get("errors", 0) == 0, state["warnings"]
+            for f in state["tcppath"]["recent"]:
+                assert len(set(f["path"])) == len(f["path"]), f
+        finally:
+            for p in servers:
+                p.kill()
+                p.wait()
