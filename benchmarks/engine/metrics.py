@@ -10,7 +10,10 @@ memory.  Definitions:
   ``fct_mean/p50/p99`` per class (seconds; completed flows only; linear-interpolated
   percentiles), ``tput_mbps`` of elephants (mean over completed elephant flows of
   bytes * 8 / fct), ``ooo_pct`` per class and overall (100 * out-of-order packets /
-  data segments received, pooled over the class's TCP flows), ``flows`` and ``failed``
+  data segments received, pooled over the class's TCP flows; the receiver's
+  ``tcpi_rcv_ooopack`` counts every segment that lands above a hole, so segments after
+  a loss count too -- single-path forwarding shows a few percent under loss, packet
+  spraying adds true reordering on top), ``flows`` and ``failed``
   counts (failed = any status other than ok: failures are counted, never dropped).
 - across seeds: mean and a 95% Student-t confidence interval (half-width
   ``t(0.975, n-1) * sd / sqrt(n)``; undefined for one seed).
