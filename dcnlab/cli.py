@@ -64,17 +64,32 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    _require_root()
-    from dcnlab.benchmarks.engine import run_experiment
+    from dcnlab.benchmarks.engine import load_spec, run_experiment
 
-    run_experiment(args.experiment, args.out, progress=not args.quiet)
-    return 0
+    load_spec(args.experiment)  # a bad spec file is reported before asking for root
+    _require_root()
+    result = run_experiment(args.experiment, args.out, progress=not args.quiet)
+    if args.quiet:
+        print(result.table)
+    print(f"dcnlab: results in {result.out_dir}")
+    for path in result.files:
+        print(f"  {path}")
+    if result.not_ok:
+        # Failed flows are data (their rows say why), not a failed run.
+        print(f"dcnlab: {result.not_ok} flow(s) did not complete; see their status in "
+              f"{result.flows_csv}", file=sys.stderr)
+    for error in result.errors:
+        print(f"dcnlab: error: {error}", file=sys.stderr)
+    return 0 if result.ok else EXIT_FAILED
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from dcnlab.benchmarks.engine import report
 
-    report(args.dir)
+    result = report(args.dir)
+    print(result.table)
+    for path in result.files:
+        print(f"  {path}")
     return 0
 
 
@@ -130,8 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from dcnlab.benchmarks.engine import ExperimentError, ResultsError, SpecFileError
+    from dcnlab.topo.network import NetworkError
+
     try:
         return args.func(args)
+    except (SpecFileError, ResultsError, SpecError) as exc:
+        _die(str(exc))
+    except (ExperimentError, NetworkError) as exc:
+        _die(str(exc), EXIT_FAILED)
     except KeyboardInterrupt:
         print("dcnlab: interrupted; everything this run started was stopped", file=sys.stderr)
         return 130

@@ -51,3 +51,23 @@ def test_missing_tool_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None
         network.preflight(get_switch_kind("ovs"))
     text = str(exc.value)
     assert "missing program" in text and "Debian package" in text and "setup.sh" in text
+
+
+def test_bad_experiment_file_exits_2_naming_the_field(tmp_path: pytest.TempPathFactory,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    spec = tmp_path / "bad.yaml"  # type: ignore[operator]
+    spec.write_text("name: x\ntopology: fattree:4\nschemes: [dcnlab.apps.ecmp]\nseeds: [1]\n"
+                    "workload: {type: poisson, cdf: websearch}\nloads: [2.5]\n")
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", str(spec)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "dcnlab: error:" in err and "loads" in err
+
+
+def test_report_on_a_directory_without_results(tmp_path: pytest.TempPathFactory,
+                                               capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["report", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "dcnlab: error:" in capsys.readouterr().err
