@@ -57,7 +57,7 @@ def test_bad_experiment_file_exits_2_naming_the_field(tmp_path: pytest.TempPathF
                                                       capsys: pytest.CaptureFixture) -> None:
     spec = tmp_path / "bad.yaml"  # type: ignore[operator]
     spec.write_text("name: x\ntopology: fattree:4\nschemes: [dcnlab.apps.ecmp]\nseeds: [1]\n"
-                    "workload: {type: poisson, cdf: websearch}\nloads: [2.5]\n")
+                    "workload: {type: poisson, cdf: websearch}\nloads: [2.5]\nduration: 10\n")
     with pytest.raises(SystemExit) as exc:
         cli.main(["run", str(spec)])
     assert exc.value.code == 2
