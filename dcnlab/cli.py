@@ -69,9 +69,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     load_spec(args.experiment)  # a bad spec file is reported before asking for root
     _require_root()
     result = run_experiment(args.experiment, args.out, progress=not args.quiet)
-    if args.quiet:
+    if args.quiet:  # otherwise the progress output already ended with table and place
         print(result.table)
-    print(f"dcnlab: results in {result.out_dir}")
+        print(f"dcnlab: results in {result.out_dir}")
     for path in result.files:
         print(f"  {path}")
     if result.not_ok:
