@@ -11,7 +11,7 @@ private Open vSwitch (kinds that need it), the topology JSON, ``ryu-manager`` wi
 the Mininet hosts, switches and links, host addressing and offloads, then a wait until
 every switch is connected and the app reports ``ready``.  On exit (also after any error,
 KeyboardInterrupt or SIGTERM) everything is stopped and removed, and nothing outside what
-the run created is touched: no ``mn -c``, no kill by name.
+the run created is touched: no machine-wide Mininet clean-up, no kill by name.
 
 Isolation between concurrent runs.  The userspace datapath of Open vSwitch always creates
 a tap device called ``ovs-netdev``, so two private OVS instances in one namespace collide.
