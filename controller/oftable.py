@@ -178,6 +178,35 @@ class FakeSwitch:
         return [outs[0]]  # indirect
 
 
+class FakeDatapath:
+    """A Ryu datapath stand-in that records what an app sends (for driving apps in memory).
+
+    Every message is serialized on the way out, so what the wire would refuse fails here;
+    :meth:`take` hands over (and forgets) what was sent, for replay into a FakeSwitch.
+    """
+
+    def __init__(self, dpid: int) -> None:
+        self.id = dpid
+        self.ofproto = ofp
+        self.ofproto_parser = parser
+        self.sent: list[Any] = []
+        self._xid = 0
+
+    def set_xid(self, msg: Any) -> None:
+        self._xid += 1
+        msg.set_xid(self._xid)
+
+    def send_msg(self, msg: Any) -> None:
+        if msg.xid is None:
+            self.set_xid(msg)
+        msg.serialize()
+        self.sent.append(msg)
+
+    def take(self) -> list[Any]:
+        out, self.sent = self.sent, []
+        return out
+
+
 @dataclass
 class Trace:
     """Every way a packet may travel from its source.

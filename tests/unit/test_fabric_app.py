@@ -19,32 +19,9 @@ from ryu.ofproto import ofproto_v1_3_parser as parser
 
 from dcnlab.controller import arp
 from dcnlab.controller.fabric_app import FabricApp
-from dcnlab.controller.oftable import FakeNetwork, tcp_packet
+from dcnlab.controller.oftable import FakeDatapath, FakeNetwork, tcp_packet
 from dcnlab.controller.view import NetworkView
 from dcnlab.topo.spec import parse
-
-
-class FakeDatapath:
-    def __init__(self, dpid: int) -> None:
-        self.id = dpid
-        self.ofproto = ofp
-        self.ofproto_parser = parser
-        self.sent: list[Any] = []
-        self._xid = 0
-
-    def set_xid(self, msg: Any) -> None:
-        self._xid += 1
-        msg.set_xid(self._xid)
-
-    def send_msg(self, msg: Any) -> None:
-        if msg.xid is None:
-            self.set_xid(msg)
-        msg.serialize()  # anything the wire would refuse fails here
-        self.sent.append(msg)
-
-    def take(self) -> list[Any]:
-        out, self.sent = self.sent, []
-        return out
 
 
 def _ev(**msg: Any) -> SimpleNamespace:

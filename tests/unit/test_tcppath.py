@@ -17,7 +17,7 @@ from ryu.ofproto import ofproto_v1_3_parser as parser
 from dcnlab.apps.tcppath import TcpPath
 from dcnlab.apps.tfe import Tfe, parse_filter
 from dcnlab.controller import tcppath_frames as frames
-from dcnlab.controller.oftable import FakeNetwork, packet_ints, tcp_packet
+from dcnlab.controller.oftable import FakeDatapath, FakeNetwork, packet_ints, tcp_packet
 from dcnlab.controller.tcppath_rules import COOKIE_TCPPATH, PRIO_FLOW, port_prefixes
 from dcnlab.controller.tcppath_state import (
     Attachment,
@@ -247,31 +247,6 @@ def test_walk_refuses_a_path_over_a_link_gone_down(view: NetworkView) -> None:
 
 
 # -- the app, driven with fake datapaths -------------------------------------------------
-
-
-class FakeDatapath:
-    """Records what the app sends (as in test_fabric_app)."""
-
-    def __init__(self, dpid: int) -> None:
-        self.id = dpid
-        self.ofproto = ofp
-        self.ofproto_parser = parser
-        self.sent: list[Any] = []
-        self._xid = 0
-
-    def set_xid(self, msg: Any) -> None:
-        self._xid += 1
-        msg.set_xid(self._xid)
-
-    def send_msg(self, msg: Any) -> None:
-        if msg.xid is None:
-            self.set_xid(msg)
-        msg.serialize()  # anything the wire would refuse fails here
-        self.sent.append(msg)
-
-    def take(self) -> list[Any]:
-        out, self.sent = self.sent, []
-        return out
 
 
 def _ev(**msg: Any) -> SimpleNamespace:
