@@ -228,14 +228,15 @@ def _kill_pids(pids: Sequence[int], timeout: float = 3.0) -> None:
                 alive.append(pid)
         deadline = time.monotonic() + timeout
         while alive and time.monotonic() < deadline:
-            alive = [p for p in alive if _is_running(p)]
+            alive = [p for p in alive if process_running(p)]
             time.sleep(0.05)
         if not alive:
             return
         pids = alive
 
 
-def _is_running(pid: int) -> bool:
+def process_running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
@@ -534,9 +535,9 @@ class Network:
         interfaces with the run prefix; dirs: the run's reserved directory.
         """
         procs = {f"{name} (pid {pid})" for name, pid in self._started_pids.items()
-                 if _is_running(pid)}
+                 if process_running(pid)}
         procs |= {f"pid {pid} in a run namespace" for pid in _pids_in_netns(self._netns)
-                  if _is_running(pid)}
+                  if process_running(pid)}
         links = [n for n in _root_links() if self.prefix and n.startswith(self.prefix)]
         dirs = [str(d) for d in (self._reserved,) if d is not None and d.exists()
                 and d != self._requested_run_dir]
@@ -825,7 +826,7 @@ class Network:
             log.warning("stopping %d process(es) left in the run's namespaces: %s",
                         len(leftovers), leftovers)
             _kill_pids(leftovers)
-        still = [p for p in _pids_in_netns(self._netns) if _is_running(p)]
+        still = [p for p in _pids_in_netns(self._netns) if process_running(p)]
         if still:
             raise NetworkError(f"processes still in the run's namespaces: {still}")
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from dcnlab.topo import ext_switch as ext
-from dcnlab.topo.network import EmulationWarning, Network
+from dcnlab.topo.network import EmulationWarning, Network, process_running
 from dcnlab.topo.spec import LinkParams, TopologySpec, parse
 from dcnlab.topo.switches import SwitchKindError, get_switch_kind
 
@@ -129,14 +129,6 @@ def _binary_or_skip() -> None:
         pytest.skip(str(exc))
 
 
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
 def _ping_all(net: Network) -> None:
     loss = net.mn.pingAll(timeout=1)
     if loss:  # a learning switch may drop the very first packets while it learns
@@ -218,7 +210,7 @@ def test_spineleaf_ping_tcp_stats_and_nothing_left_behind(tmp_path: Path) -> Non
     with net:
         switches = net.switches
         pids = [sw.switch_pid for sw in switches]
-        assert all(pid is not None and _running(pid) for pid in pids)
+        assert all(pid is not None and process_running(pid) for pid in pids)
         assert all(sw.connected() for sw in switches)
         assert net.leftovers()["links"] == []  # switch ports live in the run namespace
         _ping_all(net)
@@ -244,7 +236,7 @@ def test_spineleaf_ping_tcp_stats_and_nothing_left_behind(tmp_path: Path) -> Non
         spine = net.port_stats("s1")  # the lifecycle's port counters, from the stats file
         assert sum(row["rx_bytes"] or 0 for row in spine.values()) >= 1 << 20
     assert net.leftovers() == {"processes": [], "links": [], "dirs": []}
-    assert not any(_running(pid) for pid in pids if pid is not None)
+    assert not any(process_running(pid) for pid in pids if pid is not None)
     assert not net.run_dir.exists()
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dcnlab.topo.network import EmulationWarning, Network, NetworkError
+from dcnlab.topo.network import EmulationWarning, Network, NetworkError, process_running
 from dcnlab.topo.ovs import OvsInstance
 from dcnlab.topo.spec import SpecError, parse
 
@@ -26,14 +26,6 @@ pytestmark = [
 ]
 
 LEARNING_SWITCH = "ryu.app.simple_switch_13"  # fine on loop-free trees
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 def _assert_clean(net: Network) -> None:
@@ -73,7 +65,7 @@ def test_private_ovs_starts_and_stops_cleanly() -> None:
         directory, pids = ovs.directory, ovs.pids
         try:
             assert set(pids) == {"ovsdb-server", "ovs-vswitchd"}
-            assert all(_running(pid) for pid in pids.values())
+            assert all(process_running(pid) for pid in pids.values())
             assert os.environ["OVS_RUNDIR"] == str(directory)
             ovs.vsctl("add-br", "tbr0", "--", "set", "bridge", "tbr0", "datapath_type=netdev")
             assert ovs.bridges() == ["tbr0"]
@@ -84,7 +76,7 @@ def test_private_ovs_starts_and_stops_cleanly() -> None:
         finally:
             ovs.stop()
         assert not directory.exists()
-        assert not any(_running(pid) for pid in pids.values())
+        assert not any(process_running(pid) for pid in pids.values())
         assert os.environ.get("OVS_RUNDIR") == before
     finally:
         holder.kill()
@@ -209,7 +201,7 @@ def test_restart_controller_keeps_network_usable(tmp_path: Path) -> None:
         assert _ping(h1, h2)
         old = net.controller_pid
         net.restart_controller()
-        assert net.controller_pid != old and not _running(old)
+        assert net.controller_pid != old and not process_running(old)
         assert _ping(h1, h2)
         # Fabric link down: the leaves lose each other; up again: back.
         net.set_link("s2", "s1", up=False)
