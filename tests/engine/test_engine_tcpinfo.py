@@ -66,6 +66,15 @@ def test_loopback_connection_counts_bytes() -> None:
     server.close()
     rx = received["info"]
     assert sender.bytes_acked == payload + 1 or sender.bytes_acked == payload
-    assert sender.total_retrans == 0 and sender.snd_mss > 0 and sender.snd_cwnd > 0
+    assert sender.snd_mss > 0 and sender.snd_cwnd > 0
+    # Loopback drops under load (a busy 2-core CI machine retransmitted 2 segments), so
+    # the decoded counters must agree with each other rather than be zero.
+    assert (sender.total_retrans == 0) == (sender.bytes_retrans == 0)
+    assert sender.bytes_retrans <= sender.total_retrans * sender.snd_mss
+    assert sender.total_retrans < sender.data_segs_out
     assert rx.bytes_received == payload  # type: ignore[attr-defined]
-    assert rx.data_segs_in > 0 and rx.rcv_ooopack == 0  # type: ignore[attr-defined]
+    assert rx.data_segs_in > 0  # type: ignore[attr-defined]
+    if sender.total_retrans == 0:  # no loss: loopback delivers in order
+        assert rx.rcv_ooopack == 0  # type: ignore[attr-defined]
+    else:
+        assert rx.rcv_ooopack <= rx.data_segs_in  # type: ignore[attr-defined]
