@@ -64,9 +64,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from dcnlab.benchmarks.engine import load_spec, run_experiment
+    from dcnlab.benchmarks.engine import run_experiment
+    from dcnlab.benchmarks.engine.spec import load_specs
 
-    load_spec(args.experiment)  # a bad spec file is reported before asking for root
+    load_specs(args.experiment)  # a bad spec file is reported before asking for root
     _require_root()
     result = run_experiment(args.experiment, args.out, progress=not args.quiet)
     if args.quiet:  # otherwise the progress output already ended with table and place

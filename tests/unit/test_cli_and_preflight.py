@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,18 @@ def test_report_on_a_directory_without_results(tmp_path: pytest.TempPathFactory,
         cli.main(["report", str(tmp_path)])
     assert exc.value.code == 2
     assert "dcnlab: error:" in capsys.readouterr().err
+
+
+SHIPPED = sorted((Path(__file__).parents[2] / "benchmarks" / "experiments").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("spec", SHIPPED, ids=lambda p: p.name)
+def test_shipped_experiments_pass_the_cli_validation(spec: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    # Not root: the run stops right after validation, so reaching the root check means
+    # the file (with or without scenarios) was accepted.
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", str(spec)])
+    assert exc.value.code == 2
+    assert "needs root" in capsys.readouterr().err
