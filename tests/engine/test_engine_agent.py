@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from engine_procs import agent_pid
 
 from dcnlab.benchmarks.engine.replay import Endpoint, merge_records, replay
 from dcnlab.benchmarks.engine.workloads import Flow
@@ -77,23 +78,6 @@ def test_unfinished_flows_are_recorded_at_the_deadline(tmp_path: Path) -> None:
     assert result.errors == []
 
 
-def _pid_of(plan: Path, timeout: float = 10.0) -> int:
-    """The agent we started for ``plan`` (found by its unique plan path)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if str(plan).encode() in cmdline:
-                return int(entry)
-        time.sleep(0.05)
-    raise AssertionError(f"no agent for {plan}")
-
-
 def test_an_agent_that_dies_is_reported_and_its_flows_kept(tmp_path: Path) -> None:
     flows = [
         Flow(0, "h1", "h3", 20_000, 0.0, sport=20000),  # finishes before the kill
@@ -105,7 +89,7 @@ def test_an_agent_that_dies_is_reported_and_its_flows_kept(tmp_path: Path) -> No
     killed: list[int] = []
 
     def kill_h2() -> None:
-        pid = _pid_of(tmp_path / "plan_h2.json")
+        pid = agent_pid(tmp_path / "plan_h2.json")
         records = tmp_path / "records_h1.jsonl"
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not (

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from engine_procs import agent_pid
 
 from dcnlab.benchmarks.engine import ExperimentError, report, run_experiment
 from dcnlab.benchmarks.engine.spec import flows_for, load_spec
@@ -88,21 +89,6 @@ def test_mini_run_every_flow_completes_and_every_row_is_written(tmp_path: Path) 
     assert report(out).table == result.table  # re-rendered from the saved data alone
 
 
-def _agent_pid(plan: Path, timeout: float) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-                except OSError:
-                    continue
-                if str(plan).encode() in cmdline:
-                    return int(entry)
-        time.sleep(0.1)
-    raise AssertionError(f"no agent process for {plan}")
-
-
 def test_an_agent_dying_mid_run_ends_with_a_clear_error(tmp_path: Path) -> None:
     spec_path = _write_spec(
         tmp_path, name="dies", topology="fattree:4", switch="ovs", link={"rate": "20M"},
@@ -116,7 +102,7 @@ def test_an_agent_dying_mid_run_ends_with_a_clear_error(tmp_path: Path) -> None:
     killed: list[int] = []
 
     def kill_h3_agent() -> None:
-        pid = _agent_pid(plan, timeout=120)
+        pid = agent_pid(plan, timeout=120)
         time.sleep(1.5)  # its 5 MB flow is under way (it needs ~2 s alone at 20 Mbit/s)
         os.kill(pid, signal.SIGKILL)  # the agent this test's run started, by PID
         killed.append(pid)
