@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import plots
+from . import controller_stats, plots
 from .metrics import summarize
 from .results import (
     FLOWS_CSV,
@@ -69,7 +70,21 @@ def _report_one(out: Path) -> ReportResult:
     if meta.get("status") not in (None, "complete"):
         title += f"  [status: {meta.get('status')}]"
     table = render(summary, baseline, sweep, title)
+    controller = _controller_table(out, schemes, sweep)
+    if controller:
+        table += "\n" + controller
     (out / SUMMARY_TXT).write_text(table)
     files = [out / SUMMARY_CSV, out / SUMMARY_TXT]
     files += plots.render_all(rows, summary, out / PLOTS_DIR, sweep, schemes)
     return ReportResult(table, files)
+
+
+def _controller_table(out: Path, schemes: list[str], sweep: str) -> str:
+    """The controller section (per-flow entries, exploration overhead), if recorded."""
+    path = out / controller_stats.CONTROLLER_CSV
+    if not path.is_file():
+        return ""  # results from before controller.csv existed
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return controller_stats.render(rows, [s for s in schemes
+                                          if any(r["scheme"] == s for r in rows)], sweep)

@@ -10,6 +10,8 @@
       flows.csv         one row per flow, scheme and seed (FLOW_COLUMNS); appended after
                         each run, so an interrupted experiment keeps what it measured
       samples.csv       RTT/cwnd samples, if agent.sample_interval > 0
+      controller.csv    per run: the app's counter deltas and per-flow table size
+                        (controller_stats.py)
       summary.csv       per scheme, sweep value, metric and class: mean, CI, ratio, ratio CI
       summary.txt       the same as a readable table
       plots/*.png

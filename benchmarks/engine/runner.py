@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import environment
+from . import controller_stats, environment
 from .marking import assign_marks
 from .metrics import size_class
 from .progress import Progress
@@ -88,6 +88,7 @@ class _State:
     samples_csv: CsvAppender | None
     progress: Progress
     meta: dict[str, Any]
+    controller_csv: CsvAppender  # controller_stats.COLUMNS, one row per run
     rows: int = 0
     not_ok: int = 0
     runs: int = 0
@@ -160,7 +161,9 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
     write_json(out / META_JSON, meta)
     state = _State(spec, out, CsvAppender(out / FLOWS_CSV, FLOW_COLUMNS),
                    CsvAppender(out / "samples.csv", SAMPLE_COLUMNS)
-                   if spec.agent.sample_interval > 0 else None, bar, meta)
+                   if spec.agent.sample_interval > 0 else None, bar, meta,
+                   CsvAppender(out / controller_stats.CONTROLLER_CSV,
+                               controller_stats.COLUMNS))
     try:
         for scheme in spec.schemes:
             _run_scheme(state, scheme, workloads)
@@ -172,6 +175,7 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
         raise
     finally:
         state.flows_csv.close()
+        state.controller_csv.close()
         if state.samples_csv is not None:
             state.samples_csv.close()
         meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -305,7 +309,9 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     horizon = max([spec.duration] + [max(f.start, f.stop or 0.0) for f in flows])
     base = state.progress.done
     drops_before = _drops(net)
+    app_before = controller_stats.snapshot(net)
     began = time.monotonic()
+    wall_began = time.time()
     try:
         result = replay(flows, endpoints, run_dir, drain=spec.drain, horizon=horizon,
                         sample_interval=spec.agent.sample_interval, port_ranges=ranges,
@@ -315,7 +321,11 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
         state.errors.append(f"run {scheme.name} {label}: {exc}")
         raise _Stop from None
     elapsed = time.monotonic() - began
+    wall_ended = time.time()
     drops_after = _drops(net)
+    app = controller_stats.run_stats(app_before, controller_stats.snapshot(net),
+                                     wall_began, wall_ended)
+    state.controller_csv.write([{"scheme": scheme.name, "load": value, "seed": seed, **app}])
     rows = flow_rows(spec, scheme.name, seed, value, flows, result)
     state.rows += state.flows_csv.write(rows)
     not_ok = sum(1 for r in rows if r["status"] != "ok")
@@ -329,7 +339,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
         "scheme": scheme.name, "seed": seed, "load": value, "flows": len(flows),
         "not_ok": not_ok, "elapsed_s": round(elapsed, 2),
         "replay_s": round(result.elapsed, 2), "agents": result.agents,
-        "switch_drops": _delta(drops_before, drops_after), "errors": result.errors,
+        "switch_drops": _delta(drops_before, drops_after), "controller": app,
+        "errors": result.errors,
         "run_dir": str(run_dir)})
     write_json(state.out / META_JSON, state.meta)
     state.progress.message(f"{scheme.name} seed {seed} {spec.sweep} {fmt(value)}: "

@@ -1,0 +1,151 @@
+"""What the controller app did during one run: counter deltas and per-flow table size.
+
+The app writes its state file (DCNLAB_STATE_FILE) every stats interval; the runner reads
+it just before and just after each replay.  Counters are cumulative over the network's
+life (``network: per_scheme`` reuses one controller for several runs), so a run's share is
+the difference of the two snapshots.  Apps that install per-flow entries (tcppath, tfe)
+also keep a series of (wall time, entries over all switches); the run's table size is the
+mean and maximum of the samples that fall inside its replay.  Schemes without per-flow
+entries (ECMP, single path) report 0 entries, which is what they install per flow.
+
+Everything here is informative: a missing or unreadable state gives empty cells, never an
+error, because the flows were measured regardless.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+CONTROLLER_CSV = "controller.csv"
+
+# counter name in the app -> column.  Only the counters an app keeps appear.
+COUNTERS = {
+    "packet_in": "packet_in",
+    "tcppath_explorations": "explorations",
+    "tcppath_copy_packet_in": "copy_packet_in",
+    "tcppath_copy_packet_out": "copy_packet_out",
+    "tcppath_copies_sent": "copies_sent",
+    "tcppath_copy_late": "late_dropped",
+    "tcppath_copy_duplicate": "duplicate_dropped",
+    "tcppath_copy_unknown": "unknown_dropped",
+    "tcppath_not_elephant": "not_elephant",
+}
+COLUMNS = ["scheme", "load", "seed", "entries_mean", "entries_max", "entries_samples",
+           *COUNTERS.values()]
+
+
+def snapshot(net: Any) -> dict[str, Any] | None:
+    """The app's current state, or None when there is none to read."""
+    try:
+        state = net.state()
+    except Exception:  # noqa: BLE001 - informative only
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def run_stats(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
+              t0: float, t1: float) -> dict[str, Any]:
+    """The controller's columns for one run that replayed from wall time t0 to t1."""
+    out: dict[str, Any] = {}
+    if after is None:
+        return out
+    start = (before or {}).get("counters", {}) or {}
+    end = after.get("counters", {}) or {}
+    for name, column in COUNTERS.items():
+        if name in end:
+            out[column] = int(end[name]) - int(start.get(name, 0))
+    per_flow = after.get("tcppath")
+    if isinstance(per_flow, Mapping):
+        values = entries_in_window(per_flow.get("series", []), t0, t1)
+        if values:
+            out["entries_mean"] = sum(values) / len(values)
+            out["entries_max"] = max(values)
+            out["entries_samples"] = len(values)
+    else:
+        out.update(entries_mean=0.0, entries_max=0, entries_samples=0)
+    return out
+
+
+def entries_in_window(series: Sequence[Any], t0: float, t1: float) -> list[int]:
+    """Entry counts of the (time, entries) samples with t0 <= time <= t1."""
+    values = []
+    for item in series:
+        try:
+            t, n = float(item[0]), int(item[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if t0 <= t <= t1:
+            values.append(n)
+    return values
+
+
+# ---------------------------------------------------------------------------- report
+
+# (column, label) in display order
+TABLE_ROWS = [
+    ("entries_mean", "per-flow entries, mean (all switches)"),
+    ("entries_max", "per-flow entries, max"),
+    ("explorations", "explorations"),
+    ("copy_packet_in", "exploration packet-ins"),
+    ("copy_packet_out", "exploration packet-outs"),
+    ("late_dropped", "late copies dropped"),
+    ("packet_in", "packet-ins (all)"),
+]
+
+
+def render(rows: Sequence[Mapping[str, Any]], schemes: Sequence[str], sweep: str) -> str:
+    """A controller table: mean over seeds per scheme and sweep value.
+
+    The per-flow entries row also gives each scheme's share of the scheme with the most
+    entries (TFE against TCP-Path: the paper reports ~5.6 %).
+    """
+    if not rows:
+        return ""
+    loads = sorted({float(r["load"]) for r in rows})
+    lines = ["controller (mean across seeds)"]
+    for load in loads:
+        at = [r for r in rows if float(r["load"]) == load]
+        means = {(s, c): _mean([r.get(c) for r in at if r["scheme"] == s])
+                 for s in schemes for c, _ in TABLE_ROWS}
+        top = max((means[(s, "entries_mean")] for s in schemes
+                   if math.isfinite(means[(s, "entries_mean")])), default=math.nan)
+        header = [f"{sweep} = {_fmt(load)}", *schemes]
+        body = []
+        for column, label in TABLE_ROWS:
+            values = [means[(s, column)] for s in schemes]
+            if not any(math.isfinite(v) for v in values):
+                continue
+            cells = [_fmt(v) for v in values]
+            if column == "entries_mean" and math.isfinite(top) and top > 0:
+                cells = [c + (f" ({v / top:.1%})" if math.isfinite(v) and v != top else "")
+                         for c, v in zip(cells, values, strict=True)]
+            body.append([label, *cells])
+        if not body:
+            continue
+        widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+        lines += ["", "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
+                  "  ".join("-" * w for w in widths)]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
+    return "\n".join(lines) + "\n" if len(lines) > 1 else ""
+
+
+def _mean(values: Sequence[Any]) -> float:
+    nums = []
+    for v in values:
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(x):
+            nums.append(x)
+    return sum(nums) / len(nums) if nums else math.nan
+
+
+def _fmt(value: float) -> str:
+    if not math.isfinite(value):
+        return "-"
+    if value == int(value) or abs(value) >= 100:
+        return f"{value:.0f}"
+    return f"{value:.1f}"
