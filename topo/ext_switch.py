@@ -76,6 +76,7 @@ from typing import Any, ClassVar
 
 from mininet.node import Switch
 
+from .shell import lines
 from .spec import LinkParams, TopologySpec
 from .switches import SwitchContext, SwitchKindError, bind, register_switch_kind
 
@@ -454,8 +455,10 @@ class ExtSwitch(Switch):
     def _run(node: Any, cmds: Sequence[str], what: str) -> None:
         if not cmds:
             return
-        # One shell round trip per node; "; " keeps going, the output names failures.
-        out = node.cmd("; ".join(f"{{ {c}; }} 2>&1 || echo 'FAILED: {c}'" for c in cmds))
+        # As few shell round trips per node as its pty's line length allows (shell.py);
+        # "; " keeps going, the output names failures.
+        parts = [f"{{ {c}; }} 2>&1 || echo 'FAILED: {c}'" for c in cmds]
+        out = "".join(node.cmd(line) for line in lines(parts, "; "))
         if "FAILED:" in out:
             raise ExtSwitchError(f"configuring {what} failed:\n{out.strip()}")
 

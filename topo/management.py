@@ -23,6 +23,7 @@ import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
+from .shell import lines
 from .spec import TopologySpec
 
 MGMT_NET = ipaddress.IPv4Network("192.168.0.0/16")
@@ -78,8 +79,10 @@ def add_management(holder: Any, prefix: str, hosts: Sequence[tuple[str, Any]]) -
 
 
 def _run(node: Any, cmds: list[str], where: str) -> None:
-    # One shell round trip per node; "|| echo" marks the first failing command.
-    script = " && ".join(f"{{ {c} || {{ echo 'FAILED: {c}'; false; }}; }}" for c in cmds)
-    out = node.cmd(f"{script} 2>&1")
-    if "FAILED:" in out:
-        raise ManagementError(f"management network ({where}): {out.strip()}")
+    # As few shell round trips per node as its pty's line length allows (shell.py);
+    # "|| echo" marks the first failing command, and nothing after it runs.
+    parts = [f"{{ {c} || {{ echo 'FAILED: {c}'; false; }}; }}" for c in cmds]
+    for script in lines(parts, " && "):
+        out = node.cmd(f"{script} 2>&1")
+        if "FAILED:" in out:
+            raise ManagementError(f"management network ({where}): {out.strip()}")
