@@ -82,7 +82,7 @@ def uc3_fairness(net: Any, spec: TopologySpec, files: AgentFiles,
     clients, server = rtt_pair(spec)
     plain = fairness_run(net, clients, server, files.directory / "rx-plain.jsonl")
     with HostAgents(net, files, clients) as agents:
-        _wait_agents(net, len(clients))
+        agents.wait_connected()
         uc3 = fairness_run(net, clients, server, files.directory / "rx-uc3.jsonl",
                            agents=agents, port=SINK_PORT + 1)
         state = net.state() or {}
@@ -97,14 +97,3 @@ def uc3_fairness(net: Any, spec: TopologySpec, files: AgentFiles,
                         f"(rates {uc3['rates_mbit']} Mbit/s)")
     return fields, failures
 
-
-def _wait_agents(net: Any, count: int, timeout: float = 20.0) -> None:
-    """Until the app has loaded the agents file and connected to every agent."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        agents = ((net.state() or {}).get("uc3") or {}).get("agents", {})
-        if len(agents) >= count and all(a["connected"] for a in agents.values()):
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"the uc3 app did not connect to {count} agents: "
-                       f"{((net.state() or {}).get('uc3') or {}).get('agents')}")

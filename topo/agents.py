@@ -5,6 +5,7 @@
     files = AgentFiles.create()                       # before the network: the app's env
     with Network(spec, app="dcnlab.apps.uc3", switch="ext", management=True,
                  app_env=files.env()) as net, HostAgents(net, files, ["h1", "h2"]) as agents:
+        agents.wait_connected()                       # the app reached every agent
         procs = agents.cgroup_procs("h1")             # senders join this cgroup first
     files.remove()
 
@@ -12,8 +13,11 @@
 agents file the app reads (``DCNLAB_UC3_AGENTS``: host fabric IP -> management address).
 :class:`HostAgents` starts ``dcnlab-agent`` in each host listening on its management
 address only, waits until each has its cgroup and BPF program, then writes the agents
-file (atomically: the app re-reads it when it changes).  ``stop()`` sends SIGTERM and
-waits, so every agent removes its cgroup and pins.
+file (atomically: the app re-reads it when it changes).  :meth:`HostAgents.wait_connected`
+waits until the app has read that file and connected to every agent; :meth:`status`
+reads an agent's status file (clamp counters of its BPF program) and :meth:`dead` names
+agents that exited.  ``stop()`` sends SIGTERM and waits, so every agent removes its
+cgroup and pins.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from dcnlab.controller.uc3_config import ENV_AGENTS, ENV_SECRET_FILE
 
 DEFAULT_AGENT_PORT = 6690
 START_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT_S = 30.0
 
 
 class AgentStartError(RuntimeError):
@@ -64,6 +69,15 @@ class AgentFiles:
 
     def env(self) -> dict[str, str]:
         return {ENV_AGENTS: str(self.agents), ENV_SECRET_FILE: str(self.secret)}
+
+    def keep_logs(self, dest: Path) -> list[Path]:
+        """Copy the agents' logs and last status files to ``dest`` (before remove())."""
+        kept = []
+        for path in sorted(self.directory.glob("agent-*")):
+            if path.suffix in (".log", ".json"):
+                dest.mkdir(parents=True, exist_ok=True)
+                kept.append(Path(shutil.copy(path, dest / path.name)))
+        return kept
 
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
@@ -125,8 +139,47 @@ class HostAgents:
                 return Path(json.loads(state_file.read_text())["cgroup"])
             except (OSError, ValueError, KeyError):
                 time.sleep(0.1)
-        tail = self._log(host).read_text(errors="replace")[-2000:]
-        raise AgentStartError(f"agent on {host} did not start:\n{tail}")
+        raise AgentStartError(f"agent on {host} did not start:\n{self.log_tail(host)}")
+
+    def wait_connected(self, timeout: float = CONNECT_TIMEOUT_S) -> None:
+        """Until the app has loaded the agents file and connected to every agent.
+
+        Flows started earlier would run unclamped for their first seconds, and the app
+        picks up the agents file only on its next reload."""
+        deadline = time.monotonic() + timeout
+        agents: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            agents = ((self.net.state() or {}).get("uc3") or {}).get("agents") or {}
+            if len(agents) >= len(self.hosts) and all(a.get("connected")
+                                                      for a in agents.values()):
+                return
+            dead = self.dead()
+            if dead:
+                raise AgentStartError(f"agent(s) exited: {', '.join(dead)}")
+            time.sleep(0.2)
+        waiting = sorted(name for name, a in agents.items() if not a.get("connected"))
+        raise AgentStartError(
+            f"the app connected to {len(agents) - len(waiting)} of {len(self.hosts)} agents "
+            f"within {timeout:g} s (not connected: {', '.join(waiting) or 'none listed'}; "
+            "is the app dcnlab.apps.uc3 with DCNLAB_UC3_AGENTS/DCNLAB_UC3_SECRET_FILE?)")
+
+    def status(self, host: str) -> dict[str, Any]:
+        """The agent's last status: clamps held, BPF counters (applied, lifted, errors)."""
+        try:
+            data = json.loads(self._state_file(host).read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def dead(self) -> list[str]:
+        """Hosts whose agent has exited."""
+        return [h for h, proc in self.procs.items() if proc.poll() is not None]
+
+    def log_tail(self, host: str, chars: int = 2000) -> str:
+        try:
+            return self._log(host).read_text(errors="replace")[-chars:]
+        except OSError:
+            return "(no log)"
 
     def cgroup_procs(self, host: str) -> Path:
         """The cgroup.procs file a sender in ``host`` writes its PID to (host's view)."""

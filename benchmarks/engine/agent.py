@@ -14,6 +14,16 @@ stdout one JSON event per line: ``ready``, ``done`` (per flow, for progress),
 Records go to the plan's records file, one JSON line per flow and role, flushed per line
 so a killed agent leaves everything it had finished.
 
+Receiver throughput (plan ``rx`` and ``rx_interval`` > 0): every rx_interval s from T0
+(on that grid; a late tick is skipped, never doubled) one JSON line
+``{"t": s since T0, "bytes": {"<flow id>": payload bytes received so far}}`` over every
+flow this host has received, TCP (as the kernel received it, see Agent.rx_counts) and
+UDP -- the format of benchmarks/longflows.py's sink, read back by fairness.py.
+
+UC3 cgroup (plan ``cgroup_procs``): the agent writes its PID there before it opens any
+socket, so a UC3 host agent's BPF program (attached to that cgroup) can clamp the
+congestion windows of the flows it sends.
+
 TCP flow protocol: the sender connects from (its ip, flow.sport) with flow.dscp as TOS,
 sends a 24-byte header (magic, version, flow id, size; size 2**64-1 = until EOF) and the
 payload.  When the receiver has the whole payload (or EOF for long-lived flows) it reads
@@ -74,10 +84,12 @@ def _now() -> float:
 class Recorder:
     """Records and events; both flushed line by line."""
 
-    def __init__(self, records: TextIO, events: TextIO, samples: TextIO | None) -> None:
+    def __init__(self, records: TextIO, events: TextIO, samples: TextIO | None,
+                 rx: TextIO | None = None) -> None:
         self.records = records
         self.events = events
         self.samples = samples
+        self.rx = rx
 
     def record(self, row: dict[str, Any]) -> None:
         self.records.write(json.dumps(row, separators=(",", ":")) + "\n")
@@ -93,6 +105,12 @@ class Recorder:
     def sample(self, row: dict[str, Any]) -> None:
         if self.samples is not None:
             self.samples.write(json.dumps(row, separators=(",", ":")) + "\n")
+
+    def rx_sample(self, t: float, counts: dict[int, int]) -> None:
+        if self.rx is not None:
+            self.rx.write(json.dumps({"t": round(t, 6), "bytes": counts},
+                                     separators=(",", ":")) + "\n")
+            self.rx.flush()
 
 
 # ---------------------------------------------------------------------------
@@ -448,6 +466,8 @@ class TcpReceiver:
                 "segs_in": info.data_segs_in if info else None,
                 "end": round(_now() - self.agent.t0, 6),
                 "status": "failed" if error else "ok", "error": error})
+        if self.flow_id >= 0:
+            self.agent.rx_done[self.flow_id] = self.got  # rx samples keep counting it
         self.agent.receivers.discard(self)
         try:
             self.agent.sel.unregister(self.sock)
@@ -515,6 +535,7 @@ class Agent:
         self.pending = {int(f["id"]) for f in plan["flows"]}
         self.active: dict[int, TcpSender | UdpSender] = {}
         self.receivers: set[TcpReceiver] = set()
+        self.rx_done: dict[int, int] = {}  # flow id -> bytes, TCP flows received in full
         self.congestion: str | None = plan.get("congestion") or None
         self.running = True
         self.started = False
@@ -600,6 +621,9 @@ class Agent:
         interval = float(self.plan.get("sample_interval") or 0)
         if interval > 0:
             self.at(t0, lambda: self._sample(interval))
+        rx_interval = float(self.plan.get("rx_interval") or 0)
+        if rx_interval > 0 and self.recorder.rx is not None:
+            self.at(t0, lambda: self._rx_sample(rx_interval, 0))
         self._check_idle()
 
     def _begin(self, flow: dict[str, Any]) -> None:
@@ -633,6 +657,32 @@ class Agent:
         if self.running:
             self.at(now + interval, lambda: self._sample(interval))
 
+    def rx_counts(self) -> dict[int, int]:
+        """Payload bytes received so far per flow id (TCP and UDP).
+
+        For a live TCP flow, what the kernel has received in order (tcpi_bytes_received
+        minus our header), not what this process has read yet: the receiver wakes up per
+        RCV_LOWAT bytes, so a slow flow's reads come in 64 KB steps that would make its
+        rate per 0.1 s period jump between 0 and several times its real rate."""
+        counts = dict(self.rx_done)
+        for receiver in self.receivers:
+            if receiver.flow_id >= 0:
+                info = receiver._info()
+                arrived = (info.bytes_received or 0) - HEADER.size if info else 0
+                counts[receiver.flow_id] = max(receiver.got, arrived)
+        for fid, st in self.udp_rx.flows.items():
+            counts[fid] = int(st[0])
+        return counts
+
+    def _rx_sample(self, interval: float, tick: int) -> None:
+        """Receiver counts on the grid T0 + k * interval (a late tick is skipped)."""
+        if not self.running:
+            return
+        now = _now()
+        self.recorder.rx_sample(now - self.t0, self.rx_counts())
+        tick = max(tick + 1, int((now - self.t0) / interval) + 1)
+        self.at(self.t0 + tick * interval, lambda: self._rx_sample(interval, tick))
+
     # -- control -------------------------------------------------------------
 
     def on_control(self, line: str) -> None:
@@ -650,6 +700,8 @@ class Agent:
         if not self.running:
             return
         self.running = False
+        if self.started and float(self.plan.get("rx_interval") or 0) > 0:
+            self.recorder.rx_sample(_now() - self.t0, self.rx_counts())
         for sender in list(self.active.values()):
             sender.abort()
         for fid in sorted(self.pending):  # scheduled but never begun
@@ -701,6 +753,15 @@ class Agent:
                 callback()
 
 
+def join_cgroup(procs: str) -> None:
+    """Move this process into the cgroup whose ``cgroup.procs`` file is ``procs``.
+
+    Sockets belong to the cgroup of the process that creates them, so this must happen
+    before the first socket (listeners included)."""
+    with open(procs, "w") as fh:
+        fh.write(str(os.getpid()))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -709,9 +770,18 @@ def main(argv: list[str] | None = None) -> int:
     with open(args[0]) as fh:
         plan = json.load(fh)
     samples_path = plan.get("samples")
+    rx_path = plan.get("rx") if float(plan.get("rx_interval") or 0) > 0 else None
     with open(plan["records"], "a", buffering=1 << 16) as records, \
-            (open(samples_path, "a") if samples_path else contextlib.nullcontext()) as samples:
-        recorder = Recorder(records, sys.stdout, samples)
+            (open(samples_path, "a") if samples_path else contextlib.nullcontext()) as samples, \
+            (open(rx_path, "a") if rx_path else contextlib.nullcontext()) as rx:
+        recorder = Recorder(records, sys.stdout, samples, rx)
+        if plan.get("cgroup_procs"):
+            try:
+                join_cgroup(plan["cgroup_procs"])
+            except OSError as exc:
+                recorder.event("error", message=f"cannot join cgroup {plan['cgroup_procs']}: "
+                               f"{exc.strerror or exc}")
+                return 3
         try:
             agent = Agent(plan, recorder)
         except OSError as exc:

@@ -6,6 +6,11 @@
   scheme with its 95% CI across seeds.
 - ``throughput_elephant.png``, ``out_of_order.png``: the same layout for elephant
   throughput and the out-of-order percentage.
+- with receiver throughput recorded (fairness.py): ``jain_time_<sweep><value>.png``,
+  Jain's index and TCP throughput per period against time, a line per scheme for the
+  first seed, the UDP burst shaded, the measured window's start dashed (the paper's
+  Fig. 11); ``fairness_bars.png``, mean Jain index and TCP throughput per scheme
+  against the sweep value with 95% CIs across seeds (Figs. 6 and 7).
 """
 
 from __future__ import annotations
@@ -125,3 +130,87 @@ def render_all(rows: Sequence[Mapping[str, Any]], summary: Sequence[SummaryRow],
         old.unlink()
     return fct_cdfs(rows, out_dir, sweep, schemes) + class_bars(summary, out_dir, sweep,
                                                                schemes)
+
+
+def _num(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def jain_timelines(series: Sequence[Mapping[str, Any]], out_dir: Path, sweep: str,
+                   schemes: Sequence[str]) -> list[Path]:
+    by_load: dict[float, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in series:
+        by_load[_num(r["load"])].append(r)
+    files = []
+    for load, rows in sorted(by_load.items()):
+        seed = min(int(_num(r["seed"])) for r in rows)
+        mine = [r for r in rows if int(_num(r["seed"])) == seed]
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.0, 5.6), sharex=True)
+        for scheme in schemes:
+            pts = sorted((_num(r["t"]), _num(r["jain"]), _num(r["tcp_mbps"]))
+                         for r in mine if r["scheme"] == scheme)
+            if not pts:
+                continue
+            t, jain, tput = (np.asarray(v) for v in zip(*pts, strict=True))
+            top.plot(t, jain, lw=1.0, label=scheme)
+            bottom.plot(t, tput, lw=1.0, label=scheme)
+        burst = [_num(r["t"]) for r in mine if str(r.get("udp")) in ("1", "True")]
+        measured = [_num(r["t"]) for r in mine if str(r.get("measured")) in ("1", "True")]
+        period = _period(mine)
+        for ax in (top, bottom):
+            if burst:
+                ax.axvspan(min(burst) - period, max(burst), color="0.85", zorder=0,
+                           label="UDP on" if ax is top else None)
+            if measured:
+                ax.axvline(min(measured) - period, color="0.4", ls="--", lw=0.8)
+            ax.grid(True, alpha=0.3)
+        top.set_ylabel("Jain's index (TCP flows)")
+        top.set_ylim(0, 1.02)
+        bottom.set_ylabel("TCP throughput (Mbit/s)")
+        bottom.set_xlabel("time (s)")
+        top.set_title(f"fairness every {fmt(period)} s, {sweep} = {fmt(load)}, seed {seed}")
+        top.legend(loc="lower left", fontsize="small", ncol=2)
+        fig.tight_layout()
+        path = out_dir / f"jain_time_{sweep}{fmt(load)}.png"
+        fig.savefig(path, dpi=DPI)
+        plt.close(fig)
+        files.append(path)
+    return files
+
+
+def _period(rows: Sequence[Mapping[str, Any]]) -> float:
+    times = sorted({_num(r["t"]) for r in rows})
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False) if b > a]
+    return float(np.median(gaps)) if gaps else 0.0
+
+
+def fairness_bars(summary: Sequence[SummaryRow], out_dir: Path, sweep: str,
+                  schemes: Sequence[str]) -> list[Path]:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.0))
+    drawn = _bars(left, summary, "jain_mean", "tcp", schemes, 1.0)
+    drawn = _bars(right, summary, "tcp_mbps", "tcp", schemes, 1.0) or drawn
+    if not drawn:
+        plt.close(fig)
+        return []
+    left.set_ylabel("mean Jain's index (TCP flows)")
+    left.set_ylim(0, 1.05)
+    right.set_ylabel("mean TCP throughput (Mbit/s)")
+    for ax in (left, right):
+        ax.set_xlabel(sweep)
+    left.legend(fontsize="small", loc="lower left")
+    fig.tight_layout()
+    path = out_dir / "fairness_bars.png"
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return [path]
+
+
+def fairness_plots(series: Sequence[Mapping[str, Any]], summary: Sequence[SummaryRow],
+                   out_dir: Path, sweep: str, schemes: Sequence[str]) -> list[Path]:
+    """The fairness figures (after render_all, which clears the directory)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return jain_timelines(series, out_dir, sweep, schemes) + fairness_bars(
+        summary, out_dir, sweep, schemes)

@@ -35,6 +35,7 @@ READY_TIMEOUT = 30.0
 START_DELAY = 0.5  # seconds between "start" and T0: every agent must have read it by then
 STOP_TIMEOUT = 10.0
 STDERR_TAIL = 15
+RX_PREFIX = "rx_"  # rx_<host>.jsonl: receiver byte counts per flow (rx_interval > 0)
 
 
 class ReplayError(RuntimeError):
@@ -49,6 +50,8 @@ class Endpoint:
     popen: starts a process in the host: ``popen(argv, stdin=, stdout=, stderr=)``.
     port_range: per flow kind, the source-port range the agent may move within when the
         flow's port is still in use (from marking.py).
+    cgroup_procs: a ``cgroup.procs`` file the agent joins before opening sockets (the
+        host's UC3 agent cgroup, whose BPF program clamps the flows it sends).
     """
 
     name: str
@@ -56,6 +59,7 @@ class Endpoint:
     popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen
     port: int = DEFAULT_PORT
     congestion: str | None = None
+    cgroup_procs: str | None = None
 
 
 @dataclass
@@ -89,7 +93,8 @@ class _Agent:
 def plan_for(endpoint: Endpoint, flows: Iterable[Flow], hosts: dict[str, Endpoint],
              records: Path, samples: Path | None, sample_interval: float,
              port_ranges: dict[bool, tuple[int, int]] | None = None,
-             elephant: Callable[[Flow], bool] | None = None) -> dict[str, Any]:
+             elephant: Callable[[Flow], bool] | None = None, rx: Path | None = None,
+             rx_interval: float = 0.0) -> dict[str, Any]:
     """The JSON plan of one agent: the flows it sends and where its records go."""
     plan_flows = []
     for f in flows:
@@ -106,7 +111,8 @@ def plan_for(endpoint: Endpoint, flows: Iterable[Flow], hosts: dict[str, Endpoin
     return {"host": endpoint.name, "listen_ip": endpoint.ip, "port": endpoint.port,
             "records": str(records), "samples": str(samples) if samples else None,
             "sample_interval": sample_interval, "congestion": endpoint.congestion,
-            "flows": plan_flows}
+            "rx": str(rx) if rx else None, "rx_interval": rx_interval if rx else 0.0,
+            "cgroup_procs": endpoint.cgroup_procs, "flows": plan_flows}
 
 
 def replay(flows: list[Flow], hosts: dict[str, Endpoint], run_dir: Path, *,
@@ -114,11 +120,13 @@ def replay(flows: list[Flow], hosts: dict[str, Endpoint], run_dir: Path, *,
            port_ranges: dict[bool, tuple[int, int]] | None = None,
            elephant: Callable[[Flow], bool] | None = None,
            on_done: Callable[[int, str], None] | None = None,
-           python: str = sys.executable) -> ReplayResult:
+           python: str = sys.executable, rx_interval: float = 0.0) -> ReplayResult:
     """Run ``flows`` on agents in ``hosts``; every flow gets a merged record.
 
     horizon: seconds after T0 when the last flow has been scheduled to start (or stop);
     after horizon + drain, flows still running are stopped and recorded as unfinished.
+    rx_interval > 0: every agent writes its receiver-side byte counts per flow to
+    ``rx_<host>.jsonl`` in run_dir on that period (see agent.py; read by fairness.py).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     used = sorted({f.src for f in flows} | {f.dst for f in flows})
@@ -132,7 +140,7 @@ def replay(flows: list[Flow], hosts: dict[str, Endpoint], run_dir: Path, *,
     try:
         for name in used:
             agents[name] = _start_agent(hosts[name], flows, hosts, run_dir, sample_interval,
-                                        port_ranges, elephant, python)
+                                        port_ranges, elephant, python, rx_interval)
             sel.register(agents[name].proc.stdout, selectors.EVENT_READ, agents[name])
         _wait_ready(agents, sel)
         t0 = time.monotonic() + START_DELAY
@@ -165,14 +173,16 @@ def replay(flows: list[Flow], hosts: dict[str, Endpoint], run_dir: Path, *,
 def _start_agent(endpoint: Endpoint, flows: list[Flow], hosts: dict[str, Endpoint],
                  run_dir: Path, sample_interval: float,
                  port_ranges: dict[bool, tuple[int, int]] | None,
-                 elephant: Callable[[Flow], bool] | None, python: str) -> _Agent:
+                 elephant: Callable[[Flow], bool] | None, python: str,
+                 rx_interval: float = 0.0) -> _Agent:
     records = run_dir / f"records_{endpoint.name}.jsonl"
     samples = run_dir / f"samples_{endpoint.name}.jsonl" if sample_interval > 0 else None
-    for path in (records, samples):
+    rx = run_dir / f"{RX_PREFIX}{endpoint.name}.jsonl" if rx_interval > 0 else None
+    for path in (records, samples, rx):
         if path is not None:
             path.unlink(missing_ok=True)  # a rerun into the same directory starts afresh
     plan = plan_for(endpoint, flows, hosts, records, samples, sample_interval, port_ranges,
-                    elephant)
+                    elephant, rx, rx_interval)
     plan_path = run_dir / f"plan_{endpoint.name}.json"
     plan_path.write_text(json.dumps(plan))
     log = run_dir / f"agent_{endpoint.name}.log"

@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import controller_stats, plots
-from .metrics import summarize
+from . import controller_stats, fairness, plots
+from .metrics import SummaryRow, summarize
 from .results import (
     FLOWS_CSV,
     META_JSON,
@@ -62,7 +62,9 @@ def _report_one(out: Path) -> ReportResult:
     if baseline not in seen:
         baseline = None  # e.g. the experiment stopped before the baseline ran
     summary = summarize(rows, baseline)
-    write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, (r.as_dict() for r in summary))
+    fair_rows, fair_summary, fair_text = _fairness_section(out, schemes, baseline, sweep)
+    write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS,
+              (r.as_dict() for r in [*summary, *fair_summary]))
     name = meta.get("name", out.name)
     if meta.get("scenario"):
         name += f" / {meta['scenario']}"
@@ -73,18 +75,39 @@ def _report_one(out: Path) -> ReportResult:
     controller = _controller_table(out, schemes, sweep)
     if controller:
         table += "\n" + controller
+    if fair_text:
+        table += "\n" + fair_text
     (out / SUMMARY_TXT).write_text(table)
     files = [out / SUMMARY_CSV, out / SUMMARY_TXT]
     files += plots.render_all(rows, summary, out / PLOTS_DIR, sweep, schemes)
+    if fair_rows:
+        files += plots.fairness_plots(_read_csv(out / fairness.SERIES_CSV), fair_summary,
+                                      out / PLOTS_DIR, sweep, schemes)
     return ReportResult(table, files)
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _fairness_section(out: Path, schemes: list[str], baseline: str | None, sweep: str
+                      ) -> tuple[list[dict[str, str]], list[SummaryRow], str]:
+    """fairness.csv's rows, their summary rows (for summary.csv) and the text section;
+    nothing when the experiment recorded no receiver throughput."""
+    rows = _read_csv(out / fairness.FAIRNESS_CSV)
+    if not rows:
+        return [], [], ""
+    summary = fairness.summarize(rows, baseline)
+    return rows, summary, fairness.render(rows, summary, schemes, baseline, sweep)
 
 
 def _controller_table(out: Path, schemes: list[str], sweep: str) -> str:
     """The controller section (per-flow entries, exploration overhead), if recorded."""
-    path = out / controller_stats.CONTROLLER_CSV
-    if not path.is_file():
+    rows = _read_csv(out / controller_stats.CONTROLLER_CSV)
+    if not rows:
         return ""  # results from before controller.csv existed
-    with open(path, newline="") as fh:
-        rows = list(csv.DictReader(fh))
     return controller_stats.render(rows, [s for s in schemes
                                           if any(r["scheme"] == s for r in rows)], sweep)

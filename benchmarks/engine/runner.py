@@ -7,7 +7,10 @@ Order of work:
    for every scheme -- and save them (workload.csv);
 3. per scheme, one network (``network: per_scheme``; ``per_run`` builds one per run),
    and on it every (seed, sweep value): agents on every host, replay, rows appended to
-   flows.csv at once, switch drop counters before/after;
+   flows.csv at once, switch drop counters before/after;  a scheme with ``agents: uc3``
+   gets a management network and UC3 host agents in its TCP senders, whose traffic
+   agents join the UC3 agents' cgroups (uc3_agents.py);  with ``agent.rx_interval`` the
+   receivers' counts become fairness.csv / fairness_series.csv (fairness.py);
 4. report(): summary table and plots.
 
 An agent that dies, or a network that fails, ends the experiment after the run in which
@@ -29,9 +32,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import controller_stats, environment
+from . import controller_stats, environment, fairness, uc3_agents
 from .marking import assign_marks
 from .metrics import size_class
 from .progress import Progress
@@ -48,9 +51,12 @@ from .results import (
     write_csv,
     write_json,
 )
-from .spec import ExperimentSpec, Scheme, load_specs
+from .spec import UC3_REPORT_INTERVAL, ExperimentSpec, Scheme, load_specs
 from .table import fmt
 from .workloads import Flow, generate
+
+if TYPE_CHECKING:
+    from dcnlab.topo.agents import HostAgents
 
 DEFAULT_RESULTS = Path("results")
 
@@ -89,6 +95,8 @@ class _State:
     progress: Progress
     meta: dict[str, Any]
     controller_csv: CsvAppender  # controller_stats.COLUMNS, one row per run
+    fairness_csv: CsvAppender | None = None  # fairness.COLUMNS, one row per run
+    series_csv: CsvAppender | None = None  # fairness.SERIES_COLUMNS, one row per period
     rows: int = 0
     not_ok: int = 0
     runs: int = 0
@@ -164,6 +172,9 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
                    if spec.agent.sample_interval > 0 else None, bar, meta,
                    CsvAppender(out / controller_stats.CONTROLLER_CSV,
                                controller_stats.COLUMNS))
+    if (spec.agent.rx_interval or 0) > 0:
+        state.fairness_csv = CsvAppender(out / fairness.FAIRNESS_CSV, fairness.COLUMNS)
+        state.series_csv = CsvAppender(out / fairness.SERIES_CSV, fairness.SERIES_COLUMNS)
     try:
         for scheme in spec.schemes:
             _run_scheme(state, scheme, workloads)
@@ -176,6 +187,9 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
     finally:
         state.flows_csv.close()
         state.controller_csv.close()
+        for appender in (state.fairness_csv, state.series_csv):
+            if appender is not None:
+                appender.close()
         if state.samples_csv is not None:
             state.samples_csv.close()
         meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -248,19 +262,24 @@ def _run_scheme(state: _State, scheme: Scheme,
     spec = state.spec
     runs = [(seed, value) for seed in spec.seeds for value in spec.loads]
     if spec.network == "per_scheme":
-        with _network(state, scheme, None) as net:
+        with _network(state, scheme, None, list(workloads.values())) as (net, agents):
             for i, (seed, value) in enumerate(runs):
                 if i:
                     time.sleep(spec.settle)  # let queues drain and timers settle
-                _run_one(state, net, scheme, seed, value, workloads[(seed, value)])
+                _run_one(state, net, scheme, seed, value, workloads[(seed, value)], agents)
     else:
         for seed, value in runs:
-            with _network(state, scheme, seed) as net:
-                _run_one(state, net, scheme, seed, value, workloads[(seed, value)])
+            flows = workloads[(seed, value)]
+            with _network(state, scheme, seed, [flows]) as (net, agents):
+                _run_one(state, net, scheme, seed, value, flows, agents)
 
 
 @contextmanager
-def _network(state: _State, scheme: Scheme, seed: int | None) -> Iterator[Any]:
+def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Flow]]
+             ) -> Iterator[tuple[Any, HostAgents | None]]:
+    """A started network for ``scheme`` (and its UC3 agents, if it has them) that will
+    carry ``runs``; stopped, with the agents, when the block ends."""
+    from dcnlab.topo.agents import AgentFiles, AgentStartError
     from dcnlab.topo.network import EmulationWarning, Network, NetworkError
 
     spec = state.spec
@@ -271,38 +290,59 @@ def _network(state: _State, scheme: Scheme, seed: int | None) -> Iterator[Any]:
     run_dir = state.out / "runs" / scheme.name / (f"network_seed{seed}" if seed is not None
                                                   else "network")
     state.progress.set_phase(f"{scheme.name}: starting network ({spec.topology}, {kind})")
+    files = AgentFiles.create() if scheme.agents == "uc3" else None
     net = Network(spec.topology, app=scheme.app, switch=kind, run_dir=run_dir,
-                  app_env=scheme.env, app_args=scheme.app_args,
-                  switch_options=options or None)
+                  app_env=uc3_agents.app_env(scheme.env, files) if files else scheme.env,
+                  app_args=scheme.app_args, switch_options=options or None,
+                  management=files is not None)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", EmulationWarning)  # kept in net.warnings
             net.start()
     except NetworkError as exc:
+        if files is not None:
+            files.remove()
         state.errors.append(f"scheme {scheme.name}: the network did not start: {exc}")
         raise _Stop from None
-    state.meta["networks"].append({"scheme": scheme.name, "seed": seed,
-                                   "startup_s": round(net.startup_seconds or 0, 2),
-                                   "warnings": net.warnings, "run_dir": str(run_dir)})
-    for message in net.warnings:
-        state.progress.message(f"warning: {message}")
+    agents: HostAgents | None = None
     try:
-        yield net
+        if files is not None:
+            hosts = uc3_agents.tcp_senders([h.name for h in net.spec.hosts], runs)
+            state.progress.set_phase(f"{scheme.name}: starting {len(hosts)} UC3 agents")
+            try:
+                agents = uc3_agents.start(net, files, hosts,
+                                          scheme.agents_interval or UC3_REPORT_INTERVAL)
+            except AgentStartError as exc:
+                state.errors.append(f"scheme {scheme.name}: UC3 agents: {exc}")
+                raise _Stop from None
+        state.meta["networks"].append({
+            "scheme": scheme.name, "seed": seed,
+            "startup_s": round(net.startup_seconds or 0, 2), "warnings": net.warnings,
+            "uc3_agents": list(agents.hosts) if agents else [], "run_dir": str(run_dir)})
+        for message in net.warnings:
+            state.progress.message(f"warning: {message}")
+        yield net, agents
     finally:
         try:
-            net.stop()
-        except NetworkError as exc:
-            state.errors.append(f"scheme {scheme.name}: clean-up: {exc}")
+            if files is not None:
+                uc3_agents.stop(agents, files, run_dir)
+        finally:
+            try:
+                net.stop()
+            except NetworkError as exc:
+                state.errors.append(f"scheme {scheme.name}: clean-up: {exc}")
 
 
 def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
-             flows: list[Flow]) -> None:
+             flows: list[Flow], agents: HostAgents | None = None) -> None:
     spec = state.spec
     label = f"seed{seed}_{spec.sweep}{fmt(value)}"
     run_dir = state.out / "runs" / scheme.name / label
     state.progress.set_phase(f"{scheme.name} seed {seed} {spec.sweep} {fmt(value)}")
     endpoints = {h.name: Endpoint(h.name, h.ip, net.host(h.name).popen, spec.agent.port,
-                                  spec.congestion_for(h.name)) for h in net.spec.hosts}
+                                  spec.congestion_for(h.name),
+                                  uc3_agents.cgroup_procs(agents, h.name))
+                 for h in net.spec.hosts}
     marking = spec.marking
     ranges = {True: tuple(marking.elephant_ports) if marking.ports
               else tuple(marking.other_ports), False: tuple(marking.other_ports)}
@@ -310,13 +350,15 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     base = state.progress.done
     drops_before = _drops(net)
     app_before = controller_stats.snapshot(net)
+    uc3_before = uc3_agents.snapshot(agents, net) if agents else None
     began = time.monotonic()
     wall_began = time.time()
     try:
         result = replay(flows, endpoints, run_dir, drain=spec.drain, horizon=horizon,
                         sample_interval=spec.agent.sample_interval, port_ranges=ranges,
                         elephant=marking.is_elephant,
-                        on_done=lambda _fid, _status: state.progress.advance())
+                        on_done=lambda _fid, _status: state.progress.advance(),
+                        rx_interval=spec.agent.rx_interval or 0.0)
     except ReplayError as exc:
         state.errors.append(f"run {scheme.name} {label}: {exc}")
         raise _Stop from None
@@ -326,6 +368,9 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     app = controller_stats.run_stats(app_before, controller_stats.snapshot(net),
                                      wall_began, wall_ended)
     state.controller_csv.write([{"scheme": scheme.name, "load": value, "seed": seed, **app}])
+    uc3 = (uc3_agents.run_stats(uc3_before, uc3_agents.snapshot(agents, net))
+           if agents and uc3_before is not None else {})
+    fair = _fairness(state, scheme, seed, value, flows, run_dir, uc3)
     rows = flow_rows(spec, scheme.name, seed, value, flows, result)
     state.rows += state.flows_csv.write(rows)
     not_ok = sum(1 for r in rows if r["status"] != "ok")
@@ -340,14 +385,31 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
         "not_ok": not_ok, "elapsed_s": round(elapsed, 2),
         "replay_s": round(result.elapsed, 2), "agents": result.agents,
         "switch_drops": _delta(drops_before, drops_after), "controller": app,
-        "errors": result.errors,
+        "uc3": uc3 or None, "fairness": fair, "errors": result.errors,
         "run_dir": str(run_dir)})
     write_json(state.out / META_JSON, state.meta)
     state.progress.message(f"{scheme.name} seed {seed} {spec.sweep} {fmt(value)}: "
                            f"{len(flows)} flows, {not_ok} not ok, {elapsed:.1f} s")
-    if result.errors:
-        state.errors += [f"run {scheme.name} {label}: {e}" for e in result.errors]
+    dead = uc3_agents.dead_agents(agents) if agents else []
+    if result.errors or dead:
+        state.errors += [f"run {scheme.name} {label}: {e}" for e in result.errors + dead]
         raise _Stop
+
+
+def _fairness(state: _State, scheme: Scheme, seed: int, value: float, flows: list[Flow],
+              run_dir: Path, uc3: dict[str, int]) -> dict[str, Any] | None:
+    """Jain's index and throughput per period from the receivers' counts (fairness.py):
+    the run's row and series go to their CSVs; the row is returned for meta.json."""
+    if state.fairness_csv is None or state.series_csv is None:
+        return None
+    spec = state.spec
+    key = {"scheme": scheme.name, "load": value, "seed": seed}
+    row, series = fairness.analyze_run(run_dir, flows, spec.agent.rx_interval or 0.0,
+                                       spec.measure_window())
+    state.series_csv.write({**key, **r} for r in series)
+    row = {**key, **row, **uc3}
+    state.fairness_csv.write([row])
+    return {k: v for k, v in row.items() if k not in key}
 
 
 def flow_rows(spec: ExperimentSpec, scheme: str, seed: int, value: float,

@@ -22,6 +22,12 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
         switch_options: {select_mode: random}   # passed to the switch kind; with
                                   #   network: per_run, ext switches get seed: <run seed>
         app_args: []              #   extra ryu-manager arguments
+        agents: uc3               #   host agents the scheme needs: uc3 | none [uc3 for
+                                  #   dcnlab.apps.uc3, else none].  uc3: a management
+                                  #   network, dcnlab-agent in every TCP sender, the
+                                  #   traffic agents in the UC3 agents' cgroups
+        agents_interval: 0.1      #   s, the UC3 agents' report period [0.1]; each report
+                                  #   runs `ss` (~5 ms CPU) in every agent
     baseline: ecmp                # [the scheme named "ecmp" if any, else the first]
     workload:
       type: poisson               # poisson | incast | rps_static | rps_random | longlived
@@ -42,6 +48,8 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
     congestion: cubic             # [cubic] per-host TCP congestion control, or a mapping
                                   #  {default: cubic, h3: reno}; null keeps the host default
     agent: {port: 5001, sample_interval: 0}   # sample_interval > 0: RTT/cwnd samples
+                                  #  rx_interval: receiver bytes per flow every so many s
+                                  #  (fairness.csv) [0.1 for longlived, else 0 = off]
     scenarios:                    # optional: several experiments in one file, each the
       static:                     #   top-level fields with these replaced; results go to
         workload: {type: rps_static}   # OUT/<scenario>/
@@ -71,6 +79,10 @@ from .workloads import WORKLOAD_TYPES, PoissonWorkload, Workload, WorkloadError,
 CONGESTION_FILE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 APP_PACKAGE = "dcnlab.apps"
 DEFAULT_BASELINE = "ecmp"
+UC3_APP = "dcnlab.apps.uc3"
+AGENT_KINDS = ("uc3", "none")
+RX_INTERVAL_LONGLIVED = 0.1  # the seed-004 paper's throughput period
+UC3_REPORT_INTERVAL = 0.1  # the paper's per-flow throughput measurement interval
 
 
 @dataclass(frozen=True)
@@ -105,6 +117,11 @@ class Scheme:
     switch: str | None = None
     switch_options: dict[str, Any] = schema.field({})
     app_args: list[str] = schema.field([])
+    # Host agents the scheme needs ("uc3" | "none"); None until parsed, then the default
+    # follows the app (see _agents_default).
+    agents: str | None = schema.field(None, choices=AGENT_KINDS)
+    # The UC3 agents' report period (per-flow RTT and throughput); None: the default.
+    agents_interval: float | None = schema.field(None, unit="seconds", min=0.01, max=10.0)
 
 
 @dataclass(frozen=True)
@@ -123,6 +140,8 @@ class Classes:
 class AgentOptions:
     port: int = schema.field(5001, min=1, max=65535)
     sample_interval: float = schema.field(0.0, unit="seconds", min=0.0)
+    # None until parsed: RX_INTERVAL_LONGLIVED for longlived workloads, else 0 (off).
+    rx_interval: float | None = schema.field(None, unit="seconds", min=0.0)
 
 
 @dataclass(frozen=True)
@@ -286,6 +305,12 @@ def parse_spec(data: Any, source: Path | None = None,
     marking = from_mapping(Marking, data.get("marking"), "marking")
     congestion = _congestion(data.get("congestion", "cubic"), topo)
     agent = from_mapping(AgentOptions, data.get("agent"), "agent")
+    if agent.rx_interval is None:
+        agent = replace(agent, rx_interval=RX_INTERVAL_LONGLIVED if wtype == "longlived"
+                        else 0.0)
+    elif 0 < agent.rx_interval < 0.01:
+        raise SpecFileError("agent.rx_interval", f"{agent.rx_interval:g} s is shorter than "
+                            "the traffic agents can sample (0.01 s); 0 turns it off")
 
     spec = ExperimentSpec(
         name=name, topology=topo.spec, switch=switch, schemes=schemes, baseline=baseline,
@@ -372,6 +397,13 @@ def _schemes(value: Any, check_apps: bool) -> list[Scheme]:
         if isinstance(item, dict) and "name" not in item and isinstance(item.get("app"), str):
             item = {**item, "name": _default_name(item["app"])}
         scheme = from_mapping(Scheme, item, where)
+        if scheme.agents is None:
+            scheme = replace(scheme, agents=_agents_default(scheme.app))
+        if scheme.agents_interval is not None and scheme.agents != "uc3":
+            raise SpecFileError(join(where, "agents_interval"), "only schemes with UC3 "
+                                "host agents (agents: uc3) have a report interval")
+        if scheme.agents == "uc3" and scheme.agents_interval is None:
+            scheme = replace(scheme, agents_interval=UC3_REPORT_INTERVAL)
         if check_apps:
             _check_app(scheme.app, join(where, "app"))
         if scheme.switch is not None:
@@ -383,6 +415,12 @@ def _schemes(value: Any, check_apps: bool) -> list[Scheme]:
             raise SpecFileError(join("schemes", i), f"scheme name {n!r} is used twice; give "
                                 "each scheme a distinct name")
     return schemes
+
+
+def _agents_default(app: str) -> str:
+    """uc3 for the UC3 app (by module name or as a file apps/uc3.py), else none."""
+    parts = app.removesuffix(".py").replace(os.sep, ".").split(".")
+    return "uc3" if parts[-2:] == ["apps", "uc3"] else "none"
 
 
 def _default_name(app: str) -> str:

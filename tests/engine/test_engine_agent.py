@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from engine_procs import agent_pid
 
-from dcnlab.benchmarks.engine.replay import Endpoint, merge_records, replay
+from dcnlab.benchmarks.engine.replay import Endpoint, ReplayError, merge_records, replay
 from dcnlab.benchmarks.engine.workloads import Flow
 
 
@@ -73,7 +73,7 @@ def test_unfinished_flows_are_recorded_at_the_deadline(tmp_path: Path) -> None:
              Flow(1, "h1", "h2", 0, 0.0, stop=60.0, sport=30001)]
     result = replay(flows, _hosts(2), tmp_path, drain=0.3, horizon=0.0)
     assert result.records[0]["status"] == "ok"
-    assert result.records[1]["status"] == "unfinished"
+    assert result.records[1]["status"] == "unfinished", result.records[1]
     assert result.records[1]["bytes"] > 0
     assert result.errors == []
 
@@ -145,3 +145,49 @@ def test_agent_rejects_unknown_commands(tmp_path: Path, n: int) -> None:
     events = [json.loads(line)["event"] for line in out.splitlines()]
     assert proc.returncode == 0, err
     assert events[0] == "ready" and "error" in events and events[-1] == "stopped"
+
+
+def test_receivers_count_bytes_per_flow_every_interval(tmp_path: Path) -> None:
+    # h2 receives a 20 Mbit/s UDP flow and a long TCP flow; h3 a sized TCP flow.
+    flows = [Flow(0, "h1", "h2", 0, 0.0, stop=0.6, sport=30001),
+             Flow(1, "h1", "h3", 300_000, 0.1, sport=20001),
+             Flow(2, "h3", "h2", 0, 0.1, kind="udp", stop=0.5, rate_mbit=20.0, sport=20002)]
+    result = replay(flows, _hosts(3), tmp_path, drain=10.0, rx_interval=0.05)
+    assert result.errors == []
+    h2 = [json.loads(line) for line in (tmp_path / "rx_h2.jsonl").read_text().splitlines()]
+    h3 = [json.loads(line) for line in (tmp_path / "rx_h3.jsonl").read_text().splitlines()]
+    assert (tmp_path / "rx_h1.jsonl").is_file()  # every agent samples, receiving or not
+    times = [row["t"] for row in h2]
+    assert times[0] < 0.05 and times == sorted(times)
+    # On the 0.05 s grid: a tick fires at or after its grid time, at most once (the
+    # agent is busy with an unshaped loopback flow, so some fire late); the last line
+    # is the final count written at "stop".
+    ticks = [int(t / 0.05 + 1e-9) for t in times[:-1]]
+    assert ticks == sorted(set(ticks)) and len(ticks) >= 8
+    counts = [row["bytes"].get("0", 0) for row in h2]
+    assert counts == sorted(counts) and counts[-1] == result.records[0]["bytes"]
+    assert h2[-1]["bytes"]["2"] == result.records[2]["bytes"] > 0
+    assert h3[-1]["bytes"]["1"] == 300_000  # kept after the flow ended
+    assert "1" not in h2[-1]["bytes"] and "0" not in h3[-1]["bytes"]
+
+
+def test_an_agent_that_cannot_join_its_cgroup_refuses_to_start(tmp_path: Path) -> None:
+    hosts = _hosts(2)
+    hosts["h1"].cgroup_procs = str(tmp_path / "no" / "such" / "cgroup.procs")
+    flows = [Flow(0, "h1", "h2", 10_000, 0.0, sport=20000)]
+    with pytest.raises(ReplayError, match="cannot join cgroup .*cgroup.procs"):
+        replay(flows, hosts, tmp_path, drain=5.0)
+    assert not (tmp_path / "records_h2.jsonl").read_text()  # nothing was sent
+
+
+def test_an_agent_joins_the_cgroup_it_is_given(tmp_path: Path) -> None:
+    # Any writable file stands in for cgroup.procs: the agent writes its PID there
+    # before it opens a socket.
+    procs = tmp_path / "cgroup.procs"
+    procs.write_text("")
+    hosts = _hosts(2)
+    hosts["h1"].cgroup_procs = str(procs)
+    result = replay([Flow(0, "h1", "h2", 10_000, 0.0, sport=20000)], hosts, tmp_path,
+                    drain=5.0)
+    assert result.records[0]["status"] == "ok"
+    assert procs.read_text() == str(result.agents["h1"]["pid"])

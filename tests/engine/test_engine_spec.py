@@ -95,6 +95,16 @@ def test_defaults_and_short_forms() -> None:
     ({"congestion": "vegas-ish"}, "congestion.default", "not available"),
     ({"congestion": {"h77": "reno"}}, "congestion.h77", "host"),
     ({"agent": {"port": 0}}, "agent.port", ">= 1"),
+    ({"agent": {"rx_interval": "fast"}}, "agent.rx_interval", "time in seconds"),
+    ({"agent": {"rx_interval": 0.001}}, "agent.rx_interval", "shorter than"),
+    ({"schemes": [{"app": "ryu.app.simple_switch_13", "agents": "uc4"}]},
+     "schemes[0].agents", "did you mean 'uc3'"),
+    ({"schemes": [{"app": "ryu.app.simple_switch_13", "agents": True}]},
+     "schemes[0].agents", "expected a string"),
+    ({"schemes": [{"app": "ryu.app.simple_switch_13", "agents_interval": 0.2}]},
+     "schemes[0].agents_interval", "agents: uc3"),
+    ({"schemes": [{"app": "ryu.app.simple_switch_13", "agents": "uc3",
+                   "agents_interval": "1ms"}]}, "schemes[0].agents_interval", ">= 0.01"),
 ])
 def test_bad_fields_are_named(changes: dict[str, Any], field: str, words: str) -> None:
     error = _error(_spec(**changes))
@@ -141,3 +151,24 @@ def test_existing_results_are_never_overwritten(tmp_path: Path) -> None:
     with pytest.raises(ExperimentError, match="already holds results"):
         run_experiment(spec_file, out, progress=False)
     assert (out / "flows.csv").read_text() == "scheme\n"
+
+
+def test_uc3_agents_follow_the_app_unless_given() -> None:
+    spec = parse_spec(_spec(schemes=[
+        "dcnlab.apps.uc3", "dcnlab.apps.single_path",
+        {"name": "plain-uc3", "app": "dcnlab.apps.uc3", "agents": "none"},
+        {"name": "forced", "app": "dcnlab.apps.single_path", "agents": "uc3"},
+        {"name": "file", "app": str(Path(__file__).parents[2] / "apps" / "uc3.py")}]))
+    assert [s.agents for s in spec.schemes] == ["uc3", "none", "none", "uc3", "uc3"]
+    assert [s.agents_interval for s in spec.schemes] == [0.1, None, None, 0.1, 0.1]
+    slow = parse_spec(_spec(schemes=[{"app": "dcnlab.apps.uc3", "agents_interval": "200ms"}]))
+    assert slow.schemes[0].agents_interval == 0.2
+
+
+def test_receiver_interval_defaults_by_workload() -> None:
+    assert parse_spec(_spec()).agent.rx_interval == 0.0  # poisson: off
+    longlived = _spec(topology="dumbbell:4", workload={"type": "longlived"}, loads=[4])
+    assert parse_spec(longlived).agent.rx_interval == 0.1
+    assert parse_spec({**longlived, "agent": {"rx_interval": "50ms"}}).agent.rx_interval \
+        == 0.05
+    assert parse_spec({**longlived, "agent": {"rx_interval": 0}}).agent.rx_interval == 0.0
