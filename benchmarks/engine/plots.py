@@ -160,7 +160,10 @@ def jain_timelines(series: Sequence[Mapping[str, Any]], out_dir: Path, sweep: st
         burst = [_num(r["t"]) for r in mine if str(r.get("udp")) in ("1", "True")]
         measured = [_num(r["t"]) for r in mine if str(r.get("measured")) in ("1", "True")]
         period = _period(mine)
+        active = [_num(r["t"]) for r in mine if _num(r.get("flows")) > 0]
         for ax in (top, bottom):
+            if active:  # not the drain after the last flow stopped
+                ax.set_xlim(0, max(active) + period)
             if burst:
                 ax.axvspan(min(burst) - period, max(burst), color="0.85", zorder=0,
                            label="UDP on" if ax is top else None)
@@ -171,7 +174,7 @@ def jain_timelines(series: Sequence[Mapping[str, Any]], out_dir: Path, sweep: st
         top.set_ylim(0, 1.02)
         bottom.set_ylabel("TCP throughput (Mbit/s)")
         bottom.set_xlabel("time (s)")
-        top.set_title(f"fairness every {fmt(period)} s, {sweep} = {fmt(load)}, seed {seed}")
+        top.set_title(f"fairness every {period:g} s, {sweep} = {fmt(load)}, seed {seed}")
         top.legend(loc="lower left", fontsize="small", ncol=2)
         fig.tight_layout()
         path = out_dir / f"jain_time_{sweep}{fmt(load)}.png"
