@@ -10,8 +10,10 @@ files into:
   the TCP flows that exist during the whole period, TCP / UDP / total throughput (Mbit/s
   of payload), whether the period is measured and whether it lies in the UDP burst;
 - a run row (``fairness.csv``): over the measured periods, the mean and minimum Jain
-  index, the same during the UDP burst, mean TCP / UDP / total throughput, and what the
-  UC3 agents did (uc3_agents.py: clamps applied by BPF, allocation updates);
+  index, the mean before the UDP burst starts (the allocation's steady state, before
+  UDP and the timeouts it causes), the mean and minimum during the burst, mean TCP /
+  UDP / total throughput, and what the UC3 agents did (uc3_agents.py: clamps applied by
+  BPF, allocation updates);
 - the summary across seeds (mean, 95% CI, paired ratio to the baseline, as metrics.py
   does for flows) and its text section in summary.txt.
 
@@ -48,15 +50,17 @@ EPS = 1e-6  # grid times are k * period in floating point
 UC3_COLUMNS = ["clamps_applied", "clamps_lifted", "clamp_errors", "clamp_updates",
                "agent_reports"]
 COLUMNS = ["scheme", "load", "seed", "period", "measured_from", "measured_to", "udp_from",
-           "udp_to", "periods", "flows", "jain_mean", "jain_min", "jain_udp_mean",
-           "jain_udp_min", "tcp_mbps", "udp_mbps", "total_mbps", *UC3_COLUMNS]
+           "udp_to", "periods", "flows", "jain_mean", "jain_min", "jain_pre_udp",
+           "jain_udp_mean", "jain_udp_min", "tcp_mbps", "udp_mbps", "total_mbps",
+           *UC3_COLUMNS]
 SERIES_COLUMNS = ["scheme", "load", "seed", "t", "flows", "jain", "tcp_mbps", "udp_mbps",
                   "total_mbps", "measured", "udp"]
 
 Samples = list[tuple[float, dict[str, int]]]  # (t, {flow id: cumulative bytes})
 
 # (metric, class) of the summary rows, in the order of fairness.csv's columns.
-METRICS = [("jain_mean", "tcp"), ("jain_min", "tcp"), ("jain_udp_mean", "tcp"),
+METRICS = [("jain_mean", "tcp"), ("jain_min", "tcp"), ("jain_pre_udp", "tcp"),
+           ("jain_udp_mean", "tcp"),
            ("jain_udp_min", "tcp"), ("tcp_mbps", "tcp"), ("udp_mbps", "udp"),
            ("total_mbps", "all"), ("clamps_applied", "tcp")]
 NO_RATIO = {"clamps_applied"}  # counts: the baseline has none
@@ -157,12 +161,15 @@ def run_row(rows: Sequence[Mapping[str, Any]], period: float, window: tuple[floa
     measured = [r for r in rows if r["measured"]]
     jains = [r["jain"] for r in measured if math.isfinite(r["jain"])]
     in_burst = [r["jain"] for r in measured if r["udp"] and math.isfinite(r["jain"])]
+    before = [r["jain"] for r in measured if burst is not None
+              and r["t"] <= burst[0] + EPS and math.isfinite(r["jain"])]
     return {
         "period": period, "measured_from": window[0],
         "measured_to": window[1] if math.isfinite(window[1]) else None,
         "udp_from": burst[0] if burst else None, "udp_to": burst[1] if burst else None,
         "periods": len(measured), "flows": max((r["flows"] for r in measured), default=0),
         "jain_mean": _mean(jains), "jain_min": min(jains, default=math.nan),
+        "jain_pre_udp": _mean(before),
         "jain_udp_mean": _mean(in_burst), "jain_udp_min": min(in_burst, default=math.nan),
         "tcp_mbps": _mean([r["tcp_mbps"] for r in measured]),
         "udp_mbps": _mean([r["udp_mbps"] for r in measured]),
@@ -252,6 +259,7 @@ def _span(rows: Sequence[Mapping[str, Any]], low: str, high: str) -> str:
 def _scheme_row(scheme: str, cells: Mapping[str, SummaryRow | None],
                 baseline: str | None) -> list[str]:
     return [scheme, _cell(cells["jain_mean"], ".3f"), _ratio(cells["jain_mean"], baseline),
+            _cell(cells["jain_pre_udp"], ".3f"), _ratio(cells["jain_pre_udp"], baseline),
             _cell(cells["jain_udp_min"], ".3f"), _cell(cells["tcp_mbps"]),
             _ratio(cells["tcp_mbps"], baseline), _cell(cells["total_mbps"]),
             _cell(cells["clamps_applied"])]
@@ -278,8 +286,8 @@ def render(rows: Sequence[Mapping[str, Any]], summary: Sequence[SummaryRow],
                                else "")]
     index = {(r.scheme, r.load, r.metric): r for r in summary}
     jain_udp = f"Jain min, UDP {udp}" if udp else "Jain min, UDP on"
-    header = ["scheme", "Jain (TCP)", "x Jain", jain_udp, "TCP Mbit/s", "x TCP",
-              "total Mbit/s", "clamps"]
+    header = ["scheme", "Jain (TCP)", "x Jain", "Jain before UDP", "x pre", jain_udp,
+              "TCP Mbit/s", "x TCP", "total Mbit/s", "clamps"]
     for load in sorted({r.load for r in summary}):
         seeds = max((r.seeds for r in summary if r.load == load and r.metric == "jain_mean"),
                     default=0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,8 @@ def test_existence_udp_and_windows() -> None:
     assert run["jain_mean"] == pytest.approx((2500 / 3300 + 3) / 4)
     assert run["jain_min"] == pytest.approx(2500 / 3300)
     assert run["jain_udp_mean"] == run["jain_udp_min"] == pytest.approx(1.0)
+    # before the burst (starts at 0.3 s): measured periods 1 and 2
+    assert run["jain_pre_udp"] == pytest.approx((2500 / 3300 + 1) / 2)
     assert run["tcp_mbps"] == pytest.approx((50 + 20 + 20 + 20) / 4, rel=1e-6)
     assert run["udp_mbps"] == pytest.approx(25.0, rel=1e-6)
     assert (run["udp_from"], run["udp_to"]) == (0.3, 0.5)
@@ -100,6 +103,7 @@ def test_existence_udp_and_windows() -> None:
 def test_a_run_without_udp_or_flows_gives_empty_figures() -> None:
     run = fr.run_row([], PERIOD, (5.0, math.inf), None)
     assert run["periods"] == 0 and math.isnan(run["jain_mean"])
+    assert math.isnan(run["jain_pre_udp"])
     assert run["measured_to"] is None and run["udp_from"] is None
 
 
@@ -108,10 +112,10 @@ def _fair_rows() -> list[dict[str, object]]:
             "udp_to": 15}
     return [
         {**base, "scheme": "conv", "load": 4, "seed": 1, "jain_mean": 0.5, "tcp_mbps": 90,
-         "jain_udp_min": 0.2},
+         "jain_udp_min": 0.2, "jain_pre_udp": 0.8},
         {**base, "scheme": "conv", "load": 4, "seed": 2, "jain_mean": 0.7, "tcp_mbps": 90},
         {**base, "scheme": "uc3", "load": 4, "seed": 1, "jain_mean": 1.0, "tcp_mbps": 90,
-         "clamps_applied": 10},
+         "clamps_applied": 10, "jain_pre_udp": 0.96},
         {**base, "scheme": "uc3", "load": 4, "seed": 2, "jain_mean": 0.7, "tcp_mbps": 45,
          "clamps_applied": 30},
     ]
@@ -139,11 +143,12 @@ def test_render_one_row_per_scheme_baseline_first() -> None:
     lines = text.splitlines()
     assert lines[0].startswith("fairness: receiver throughput every 0.1 s, measured 5-20 s")
     header = next(line for line in lines if line.startswith("scheme"))
-    assert "Jain min, UDP 10-15 s" in header
+    assert "Jain min, UDP 10-15 s" in header and "Jain before UDP" in header
     conv = next(line for line in lines if line.startswith("conv "))
     uc3 = next(line for line in lines if line.startswith("uc3 "))
     assert lines.index(conv) < lines.index(uc3)
-    assert "0.600 ± 1.271" in conv and "0.200" in conv
+    assert "0.600 ± 1.271" in conv and "0.200" in conv and "0.800" in conv
+    assert re.search(r"0\.960 +1\.20 ", uc3)  # one seed each: mean only, ratio 0.96 / 0.8
     assert "1.41 [" in uc3 and "0.71 [" in uc3 and uc3.rstrip().endswith("20 ± 127")
     assert "clients = 4 (2 seeds)" in text
     assert fr.render([], [], ["conv"], "conv", "clients") == ""
