@@ -77,8 +77,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"  {path}")
     if result.not_ok:
         # Failed flows are data (their rows say why), not a failed run.
+        # With scenarios, name each scenario's flows.csv that holds some.
+        where = [r.flows_csv for r in result.scenarios.values() if r.not_ok] \
+            or [result.flows_csv]
         print(f"dcnlab: {result.not_ok} flow(s) did not complete; see their status in "
-              f"{result.flows_csv}", file=sys.stderr)
+              f"{', '.join(map(str, where))}", file=sys.stderr)
     for error in result.errors:
         print(f"dcnlab: error: {error}", file=sys.stderr)
     return 0 if result.ok else EXIT_FAILED

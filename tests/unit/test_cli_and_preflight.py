@@ -87,3 +87,25 @@ def test_shipped_experiments_pass_the_cli_validation(spec: Path, monkeypatch: py
         cli.main(["run", str(spec)])
     assert exc.value.code == 2
     assert "needs root" in capsys.readouterr().err
+
+
+def test_run_names_the_scenario_files_holding_unfinished_flows(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+        tmp_path: Path) -> None:
+    from dcnlab.benchmarks import engine
+    from dcnlab.benchmarks.engine.runner import RunResult
+
+    def scenario(name: str, not_ok: int) -> RunResult:
+        return RunResult(tmp_path / name, tmp_path / name / "flows.csv", "", 10, not_ok, 1)
+
+    parts = {"websearch": scenario("websearch", 0), "datamining": scenario("datamining", 3)}
+    combined = RunResult(tmp_path, parts["websearch"].flows_csv, "table", 20, 3, 2,
+                         scenarios=parts)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(engine, "run_experiment", lambda *a, **k: combined)
+    spec = Path(__file__).parents[2] / "benchmarks/experiments/seed001.yaml"
+    assert cli.main(["run", str(spec), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "3 flow(s) did not complete" in err
+    assert str(tmp_path / "datamining" / "flows.csv") in err
+    assert "websearch" not in err
