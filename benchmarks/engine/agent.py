@@ -682,8 +682,8 @@ class Agent:
 
         For a live TCP flow, what the kernel has received in order (tcpi_bytes_received
         minus our header), not what this process has read yet: the receiver wakes up per
-        RCV_LOWAT bytes, so a slow flow's reads come in 64 KB steps that would make its
-        rate per 0.1 s period jump between 0 and several times its real rate."""
+        batch (up to RCV_LOWAT bytes), so a slow flow's reads come in steps that would make
+        its rate per 0.1 s period jump between 0 and several times its real rate."""
         counts = dict(self.rx_done)
         for receiver in self.receivers:
             if receiver.flow_id >= 0:

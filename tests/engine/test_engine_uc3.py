@@ -4,7 +4,7 @@ A tiny longlived experiment on ``dumbbell:4`` (switch_ext, 100 Mbit/s, 50-packet
 buffers): four long TCP NewReno clients, two in group A (2 and 6 ms access delay) and two
 in group B (10 and 16 ms), send to the server for 9 s; conventional TCP routed by
 ``single_path`` against the ``uc3`` app with its host agents (fair shares without
-reallocation: measured Jain 0.96 against 0.72 for conventional).  No UDP: the claim here is
+reallocation: measured Jain 0.99 against 0.69 for conventional).  No UDP: the claim here is
 about the engine wiring (management network, agents, cgroups, receiver series), not the
 burst.  50-packet buffers as in tests/network/test_uc3.py: with the seed's 200 packets
 the shared queue dominates every RTT and plain Reno is nearly fair on its own.
