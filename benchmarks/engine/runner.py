@@ -124,7 +124,8 @@ def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike
                   for value in spec.loads} for spec in specs]
     total = sum(len(f) * len(spec.schemes)
                 for spec, w in zip(specs, workloads, strict=True) for f in w.values())
-    bar = Progress(total, enabled=progress)
+    runs = sum(len(w) * len(spec.schemes) for spec, w in zip(specs, workloads, strict=True))
+    bar = Progress(total, enabled=progress, runs=runs)
     results: list[RunResult] = []
     try:
         for spec, target, flows in zip(specs, outs, workloads, strict=True):
@@ -380,6 +381,7 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     state.runs += 1
     state.progress.done = base  # flows that never reported still count as handled
     state.progress.advance(len(flows))
+    state.progress.run_done()
     state.meta["runs"].append({
         "scheme": scheme.name, "seed": seed, "load": value, "flows": len(flows),
         "not_ok": not_ok, "elapsed_s": round(elapsed, 2),

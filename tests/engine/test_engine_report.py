@@ -132,3 +132,39 @@ def test_public_names_are_the_functions() -> None:
     assert callable(engine.report) and callable(engine.run_experiment)
     assert callable(engine.load_spec)
     assert engine.report.__module__.endswith(".reporting")
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_progress_estimates_time_left_from_whole_runs() -> None:
+    # Four runs of 20 s each, with 6, 6, 34 and 34 flows (clients 4 and 32 of seed 004).
+    clock = _Clock()
+    bar = Progress(80, stream=io.StringIO(), runs=4, clock=clock)
+    assert bar.remaining() is None and "run 1/4" in bar.line()
+    clock.t = 20.0
+    bar.advance(6)
+    bar.run_done()
+    # A flow-weighted estimate would say 20 s * 74/6 = 247 s; three runs of 20 s remain.
+    assert bar.remaining() == 60.0 and "run 2/4" in bar.line() and "eta 1:00" in bar.line()
+    clock.t = 30.0  # half-way through the second run
+    assert bar.remaining() == 50.0
+    clock.t = 80.0
+    bar.advance(74)
+    for _ in range(3):
+        bar.run_done()
+    assert bar.remaining() == 0.0 and "run 4/4" in bar.line() and "eta" not in bar.line()
+
+
+def test_progress_without_runs_estimates_from_flows() -> None:
+    clock = _Clock()
+    bar = Progress(10, stream=io.StringIO(), clock=clock)
+    clock.t = 10.0
+    bar.advance(5)
+    bar.run_done()  # no run count given: ignored
+    assert bar.remaining() == 10.0 and " run " not in bar.line()
