@@ -9,7 +9,8 @@ arguments set link parameters for every link (family defaults otherwise)::
     threelayer[:P,R,H,S]           Altoona-like: P pods, R racks/pod, H hosts/rack,
                                    4 planes with S spines each (4 disjoint paths)
     incast:N                       N senders + 1 receiver on one switch
-    dumbbell[:N[,U]]               N TCP clients in two delay groups + U UDP clients
+    dumbbell[:N[,U[,X]]]           N TCP clients in two delay groups + U UDP clients;
+                                   X > 0: X group-A clients sit behind an outside switch
     twopath                        a client with two disjoint paths to a server
     fattree:4,rate=10M,delay=25us,buffer=100,ecn=20
 
@@ -25,6 +26,10 @@ import ipaddress
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
+# Tier of switches beyond the data center's edge (dumbbell:N,U,X's outside switch): UC3
+# pools unused bandwidth at the first switch of a path that is not of this tier.
+EXTERNAL_TIER = "external"
+
 
 class SpecError(ValueError):
     """A topology spec string that cannot be parsed; the message lists valid forms."""
@@ -35,7 +40,8 @@ VALID_FORMS = (
     "spineleaf:S,L,H (spines, leaves, hosts per leaf)",
     "threelayer[:P,R,H,S] (pods, racks per pod, hosts per rack, spines per plane)",
     "incast:N (N senders and one receiver on one switch)",
-    "dumbbell[:N[,U]] (N TCP clients in two delay groups, U UDP clients)",
+    "dumbbell[:N[,U[,X]]] (N TCP clients in two delay groups, U UDP clients, X group-A "
+    "clients behind an outside switch)",
     "twopath (client with two disjoint paths to a server)",
     "link options after the arguments: rate=10M, delay=25us, jitter=1ms, "
     "buffer=100 (packets) or buffer=64KB, ecn=20 (packets)",
@@ -344,28 +350,58 @@ def _dumbbell(args: list[int], params: LinkParams) -> _Builder:
     """Seed 004: two client groups with different access delays share a bottleneck.
 
     Group A access delays spread over 2-6 ms, group B over 10-16 ms; the core link
-    has 1 ms delay.  UDP clients sit in group A's access switch.
+    has 1 ms delay.  With X = 0 (the default) every client and UDP client hangs off the
+    left switch and UDP clients (role ``udp``, group A) send to the server.
+
+    X > 0 builds the seed's Fig. 4 more closely: the last X group-A clients (group
+    ``A''``) sit behind an *outside* switch (tier ``external``: the paper's R5, beyond
+    the data center's edge router R2), linked to the left switch at the link rate with
+    1 ms delay.  Half of the U UDP clients sit there too (role ``udp``) and send to the
+    other half on the left switch (role ``udp_sink``, group ``A'``), so UDP congests only
+    the outside link that the A'' flows cross: the bottleneck outside the data center
+    that lets those flows fall short of their fair share, which reallocation hands to
+    the others.  Outside hosts are 10.0.1.x (their own /24 behind their switch).
     """
-    _expect(args, 0, 2, "dumbbell[:N[,U]]")
-    clients, udp = (args + [4, 2][len(args):])[:2]
+    _expect(args, 0, 3, "dumbbell[:N[,U[,X]]]")
+    clients, udp, outside = (args + [4, 2, 0][len(args):])[:3]
     if clients < 2 or clients > 200 or udp < 0 or udp > 50:
         raise SpecError(f"dumbbell:N,U needs 2 <= N <= 200 and 0 <= U <= 50, got {args}")
+    group_a = clients // 2
+    if not 0 <= outside <= group_a:
+        raise SpecError(f"dumbbell:N,U,X needs 0 <= X <= N/2 (group A has {group_a} "
+                        f"clients), got X={outside}")
+    if outside and udp % 2:
+        raise SpecError(f"dumbbell:N,U,X with X > 0 pairs each outside UDP sender with a "
+                        f"receiver inside: U must be even, got U={udp}")
     b = _Builder(params)
     left = b.switch("edge", 0, 0)
     right = b.switch("edge", 1, 0)
-    b.link(left, right, replace(params, delay_us=params.delay_us or 1000))
-    group_a = clients // 2
+    core = replace(params, delay_us=params.delay_us or 1000)
+    b.link(left, right, core)
+    far = None
+    if outside:
+        far = b.switch(EXTERNAL_TIER, 0, 1)
+        b.link(far, left, core)
+    inside_a = group_a - outside
     for i in range(clients):
         group, lo, hi, idx, n = (
             ("A", 2000, 6000, i, group_a) if i < group_a else ("B", 10000, 16000, i - group_a,
                                                                clients - group_a)
         )
         delay = lo + (hi - lo) * idx // max(1, n - 1)
-        b.host([(left, host_ip(0, 0, i + 1))], role="client", group=group,
-               params=replace(params, delay_us=delay))
+        where = (far, host_ip(0, 1, i - inside_a + 1)) if far and inside_a <= i < group_a \
+            else (left, host_ip(0, 0, i + 1))
+        if far and group == "A":
+            group = "A''" if where[0] == far else "A'"
+        b.host([where], role="client", group=group, params=replace(params, delay_us=delay))
     for i in range(udp):
-        b.host([(left, host_ip(0, 0, clients + i + 1))], role="udp", group="A",
-               params=replace(params, delay_us=2000))
+        if far and i < udp // 2:
+            b.host([(far, host_ip(0, 1, outside + i + 1))], role="udp", group="A''",
+                   params=replace(params, delay_us=2000))
+        else:
+            b.host([(left, host_ip(0, 0, clients + i + 1))],
+                   role="udp_sink" if far else "udp", group="A'" if far else "A",
+                   params=replace(params, delay_us=2000))
     b.host([(right, host_ip(1, 0, 1))], role="server")
     return b
 

@@ -344,12 +344,16 @@ class RpsRandomWorkload:
 @dataclass(frozen=True)
 class LongLivedWorkload:
     """Seed 004: N long-lived TCP clients send to the server, UDP clients add cross
-    traffic at ``udp_rate`` between ``udp_start`` and ``udp_stop``."""
+    traffic at ``udp_rate`` each between ``udp_start`` and ``udp_stop``: to the hosts with
+    role ``udp_sink`` when the topology has them (``dumbbell:N,U,X``: outside senders to
+    inside receivers, paired in order), else to the server."""
 
     SWEEP: ClassVar[str] = "clients"
     server: str | None = field(None, doc="default: the host with role 'server'")
     clients: list[str] = field([], doc="TCP client pool (default: hosts with role 'client')")
     udp_clients: list[str] = field([], doc="default: hosts with role 'udp'")
+    udp_sinks: list[str] = field([], doc="UDP receivers, one per UDP client in order "
+                                 "(default: hosts with role 'udp_sink', else the server)")
     tcp_start: float = field(0.0, unit="seconds", min=0.0)
     stagger: float = field(0.0, unit="seconds", min=0.0, doc="gap between client starts")
     tcp_stop: float | None = field(None, unit="seconds", doc="default: the duration")
@@ -365,6 +369,20 @@ class LongLivedWorkload:
                else [h for h in topo.hosts if h.role == "udp"])
         return server, clients, udp
 
+    def _udp_sinks(self, topo: TopologySpec, server: HostSpec, udp: list[HostSpec],
+                   ) -> list[HostSpec]:
+        """The receiver of each UDP client's flow."""
+        sinks = (_hosts(topo, self.udp_sinks, "udp_sinks") if self.udp_sinks
+                 else [h for h in topo.hosts if h.role == "udp_sink"])
+        if not sinks:
+            return [server] * len(udp)
+        if len(sinks) != len(udp):
+            raise WorkloadError("udp_sinks", f"{len(sinks)} UDP receivers for {len(udp)} "
+                                "UDP clients: give one per client")
+        if any(s.name == u.name for s, u in zip(sinks, udp, strict=True)):
+            raise WorkloadError("udp_sinks", "a UDP client cannot send to itself")
+        return sinks
+
     def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None:
         _server, clients, _udp = self._roles(topo)
         if value != int(value) or not 1 <= value <= len(clients):
@@ -372,6 +390,8 @@ class LongLivedWorkload:
                                 f"{len(clients)} (TCP clients in {topo.spec})")
         if self.udp_stop < self.udp_start:
             raise WorkloadError("udp_stop", "must not be before udp_start")
+        if self.udp_rate > 0:
+            self._udp_sinks(topo, _server, _udp)
 
     def generate(self, topo: TopologySpec, value: float, rng: np.random.Generator,
                  duration: float, base_dir: Path | None) -> list[Flow]:
@@ -381,9 +401,10 @@ class LongLivedWorkload:
                       stop=stop, tag="long")
                  for i, c in enumerate(clients[: int(value)])]
         if self.udp_rate > 0:
-            flows += [Flow(0, u.name, server.name, 0, self.udp_start, kind="udp",
+            sinks = self._udp_sinks(topo, server, udp)
+            flows += [Flow(0, u.name, dst.name, 0, self.udp_start, kind="udp",
                            stop=self.udp_stop, rate_mbit=self.udp_rate, tag="udp")
-                      for u in udp]
+                      for u, dst in zip(udp, sinks, strict=True)]
         return _number(flows)
 
 

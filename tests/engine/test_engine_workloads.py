@@ -125,6 +125,19 @@ def test_seed004_long_lived_and_udp() -> None:
     assert {f.dst for f in flows} == {server}
 
 
+def test_seed004_udp_goes_from_outside_to_the_sinks() -> None:
+    topo = parse("dumbbell:8,2,2")  # one UDP sender behind s3, one receiver on s1
+    flows = generate(LongLivedWorkload(), topo, 8, seed=1, duration=20.0)
+    (udp,) = [f for f in flows if f.kind == "udp"]
+    role = {h.name: h.role for h in topo.hosts}
+    assert (role[udp.src], role[udp.dst]) == ("udp", "udp_sink")
+    assert {f.dst for f in flows if f.kind == "tcp"} == {"h11"}  # the server
+    with pytest.raises(WorkloadError, match="2 UDP receivers for 1"):
+        LongLivedWorkload(udp_sinks=["h1", "h2"]).check(topo, 8, None)
+    with pytest.raises(WorkloadError, match="cannot send to itself"):
+        LongLivedWorkload(udp_sinks=["h9"]).check(topo, 8, None)
+
+
 def test_marking_ports_and_dscp() -> None:
     flows = generate(PoissonWorkload(), FATTREE, 0.5, seed=1, duration=300.0)
     marked = assign_marks(flows, Marking(dscp=8), seed=1)

@@ -20,7 +20,8 @@ from dcnlab.controller.rules import PRIO_HOST
 from dcnlab.controller.view import HostLocation, NetworkView
 from dcnlab.topo.spec import parse
 
-SPECS = ["fattree:4", "fattree:6", "fattree:8", "spineleaf:4,4,20", "threelayer"]
+SPECS = ["fattree:4", "fattree:6", "fattree:8", "spineleaf:4,4,20", "threelayer",
+         "dumbbell:16,2,4"]
 POLICIES = ["ecmp", "single_path"]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dcnlab.topo.spec import SpecError, TopologySpec, parse
+from dcnlab.topo.spec import EXTERNAL_TIER, SpecError, TopologySpec, parse
 
 
 @pytest.mark.parametrize(
@@ -58,6 +58,34 @@ def test_dumbbell_groups_have_the_seed_access_delays() -> None:
     assert [h.role for h in topo.hosts].count("udp") == 2
 
 
+def test_dumbbell_outside_switch_holds_group_a2_and_the_udp_sender() -> None:
+    # The seed's Fig. 4: A'' clients and a UDP sender behind R5, outside the DC edge.
+    topo = parse("dumbbell:16,2,4")
+    tiers = {s.name: s.tier for s in topo.switches}
+    assert tiers == {"s1": "edge", "s2": "edge", "s3": EXTERNAL_TIER}
+    by_group: dict[str, list[str]] = {}
+    for h in topo.hosts:
+        by_group.setdefault(h.group, []).append(h.name)
+    where = {h.name: h.interfaces[0].switch for h in topo.hosts}
+    assert len(by_group["A''"]) == 5 and {where[h] for h in by_group["A''"]} == {"s3"}
+    clients = [h for h in topo.hosts if h.role == "client"]
+    assert sum(h.group == "A''" for h in clients) == 4
+    assert sum(h.group == "A'" for h in clients) == 4 and sum(h.group == "B" for h in clients) == 8
+    (sender,) = [h for h in topo.hosts if h.role == "udp"]
+    (sink,) = [h for h in topo.hosts if h.role == "udp_sink"]
+    assert where[sender.name] == "s3" and where[sink.name] == "s1" and sink.group == "A'"
+    assert all(h.ip.startswith("10.0.1.") for h in topo.hosts if where[h.name] == "s3")
+    assert len({h.ip for h in topo.hosts}) == len(topo.hosts)
+    # The outside link is a 1 ms link at the link rate, like the core.
+    (out,) = [lk for lk in topo.links if {lk.a, lk.b} == {"s1", "s3"}]
+    assert out.params.delay_us == 1000 and out.params.rate_mbit == 100.0
+    # Access delays stay the groups' (A'' are the slower half of group A).
+    delays = {lk.a: lk.params.delay_us for lk in topo.host_links()}
+    assert all(2000 <= delays[h] <= 6000 for h in by_group["A''"] + by_group["A'"])
+    # X = 0 is the plain dumbbell.
+    assert parse("dumbbell:16,2,0").switches == parse("dumbbell:16,2").switches
+
+
 def test_twopath_client_has_two_interfaces() -> None:
     client = parse("twopath").host("h1")
     assert len(client.interfaces) == 2
@@ -82,6 +110,8 @@ def test_dict_round_trip() -> None:
         ("fattree:4,rate=10M,2", "numbers must come before"),
         ("incast:0", "1 <= N"),
         ("spineleaf:1,1,300", "addressing overflow"),
+        ("dumbbell:4,2,3", "0 <= X <= N/2"),
+        ("dumbbell:8,1,2", "U must be even"),
     ],
 )
 def test_bad_specs_say_why_and_list_valid_forms(spec: str, why: str) -> None:
