@@ -16,10 +16,11 @@ Collected, as in the paper's UC3 architecture:
 
 Every notification interval the allocator (:mod:`dcnlab.controller.uc3_alloc`) computes
 each active flow's fair share at its bottleneck, optionally reallocates what flows below
-``beta * share`` leave unused (per ingress edge switch), and turns the rate into a BDP
-window; the windows go to the sending hosts' agents (:class:`~dcnlab.controller.
-uc3_agent.client.AgentPool`), which clamp the flows' cwnd with BPF.  Agents are reached
-over a management network (``Network(management=True)``), never the data plane.
+``beta * share`` leave unused (per ingress edge switch: the path's first switch that is
+not of tier ``external``), and turns the rate into a BDP window; the windows go to the
+sending hosts' agents (:class:`~dcnlab.controller.uc3_agent.client.AgentPool`), which
+clamp the flows' cwnd with BPF.  Agents are reached over a management network
+(``Network(management=True)``), never the data plane.
 
 Environment (all optional except what reaching agents needs):
 
@@ -76,7 +77,7 @@ from dcnlab.controller.uc3_collect import (
     link_capacities,
 )
 from dcnlab.controller.uc3_config import ConfigError, Uc3Config, read_agents
-from dcnlab.topo.spec import TopologySpec
+from dcnlab.topo.spec import EXTERNAL_TIER, TopologySpec
 
 DEFAULT_CAPACITY_BPS = 1e9
 AGENTS_RELOAD_S = 0.5
@@ -161,6 +162,11 @@ class Uc3(FabricApp):
                       f"assuming {DEFAULT_CAPACITY_BPS:g} bit/s (set DCNLAB_UC3_CAPACITY)")
         return DEFAULT_CAPACITY_BPS
 
+    def _outside(self) -> set[int]:
+        """Switches beyond the data center's edge (tier ``external`` in the topology)."""
+        return {dpid for dpid, tier in self.view.graph.nodes(data="tier")
+                if tier == EXTERNAL_TIER}
+
     # -- allocation ------------------------------------------------------------
 
     def _uc3_loop(self) -> None:
@@ -186,7 +192,7 @@ class Uc3(FabricApp):
             except PathError as exc:
                 self.counters["uc3_no_path"] += 1
                 self.logger.debug("uc3: %s", exc)
-        inputs = self.flow_table.inputs(paths)
+        inputs = self.flow_table.inputs(paths, self._outside())
         capacity = {link: self._link_capacity(link) for p in paths.values() for link in p}
         try:
             self.allocation = self.allocator.allocate(inputs, capacity) if inputs else {}

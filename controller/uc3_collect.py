@@ -19,7 +19,7 @@ Plain data, no Ryu, unit-testable:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from dcnlab.controller.oftable import FakeNetwork, packet_ints, tcp_packet
@@ -151,19 +151,23 @@ class FlowTable:
         return {f: r for f, r in self.flows.items()
                 if r.stats.throughput_bps >= self.min_rate_bps and r.stats.rtt_us > 0}
 
-    def inputs(self, paths: Mapping[Tuple4, tuple[Link, ...]]) -> dict[Tuple4, FlowInput]:
+    def inputs(self, paths: Mapping[Tuple4, tuple[Link, ...]],
+               outside: Collection[int] = ()) -> dict[Tuple4, FlowInput]:
         """Allocator input for every active flow with a known path.
 
         The edge (the paper's ingress router, where reallocation pools unused bandwidth)
-        is the first switch on the path.
+        is the first switch on the path inside the data center: switches in ``outside``
+        (tier ``external``, e.g. the seed's R5 in front of group A'') are passed over, so
+        flows from beyond them pool with the flows that enter at the same edge router.
         """
         out = {}
         for flow, rec in self.active().items():
             path = paths.get(flow)
             if not path:
                 continue
+            edge = next((dpid for dpid, _port in path if dpid not in outside), path[0][0])
             out[flow] = FlowInput(path=path, rtt_s=rec.stats.rtt_us / 1e6, mss=rec.stats.mss,
-                                  throughput_bps=rec.stats.throughput_bps, edge=path[0][0])
+                                  throughput_bps=rec.stats.throughput_bps, edge=edge)
         return out
 
 

@@ -42,6 +42,26 @@ def test_dumbbell_paths_share_the_core_link() -> None:
     assert competing({"a": p1, "b": p4}) == {core: 2, p1[-1]: 2}
 
 
+def test_outside_flows_pool_at_the_data_center_edge() -> None:
+    # dumbbell:4,2,1: h2 (A'') sends from behind the outside switch s3, h1 (A') from s1.
+    spec = parse("dumbbell:4,2,1")
+    view = NetworkView.from_topology(spec)
+    compiled = compile_policy(view, "single_path")
+    server = spec.host("h7").ip
+    a1, a2 = spec.host("h1").ip, spec.host("h2").ip
+    paths = {Tuple4(ip, 40000, server, 5400): PathFinder().path(view, compiled, ip, server)
+             for ip in (a1, a2)}
+    assert paths[Tuple4(a2, 40000, server, 5400)][0][0] == 3  # leaves s3 first
+    table = FlowTable(min_rate_bps=1e5)
+    table.report("h1", [_stats(a1, 40000, server, 50e6)], now=0.0)
+    table.report("h2", [_stats(a2, 40000, server, 5e6)], now=0.0)
+    edges = {f.local: i.edge for f, i in table.inputs(paths, outside={3}).items()}
+    assert edges == {a1: 1, a2: 1}  # both enter the data center at s1 (the paper's R2)
+    # Without the tier the first switch is the edge, as for every other topology.
+    edges = {f.local: i.edge for f, i in table.inputs(paths).items()}
+    assert edges == {a1: 1, a2: 3}
+
+
 def test_ecmp_rules_are_not_one_path() -> None:
     spec = parse("fattree:4")
     view = NetworkView.from_topology(spec)
