@@ -12,8 +12,9 @@ files into:
 - a run row (``fairness.csv``): over the measured periods, the mean and minimum Jain
   index, the mean before the UDP burst starts (the allocation's steady state, before
   UDP and the timeouts it causes), the mean and minimum during the burst, mean TCP /
-  UDP / total throughput, and what the UC3 agents did (uc3_agents.py: clamps applied by
-  BPF, allocation updates);
+  UDP / total throughput, mean TCP throughput during the burst (where reallocation
+  shows), and what the UC3 agents did (uc3_agents.py: clamps applied by BPF,
+  allocation updates);
 - the summary across seeds (mean, 95% CI, paired ratio to the baseline, as metrics.py
   does for flows) and its text section in summary.txt.
 
@@ -52,7 +53,7 @@ UC3_COLUMNS = ["clamps_applied", "clamps_lifted", "clamp_errors", "clamp_updates
 COLUMNS = ["scheme", "load", "seed", "period", "measured_from", "measured_to", "udp_from",
            "udp_to", "periods", "flows", "jain_mean", "jain_min", "jain_pre_udp",
            "jain_udp_mean", "jain_udp_min", "tcp_mbps", "udp_mbps", "total_mbps",
-           *UC3_COLUMNS]
+           "tcp_udp_mbps", *UC3_COLUMNS]
 SERIES_COLUMNS = ["scheme", "load", "seed", "t", "flows", "jain", "tcp_mbps", "udp_mbps",
                   "total_mbps", "measured", "udp"]
 
@@ -62,7 +63,7 @@ Samples = list[tuple[float, dict[str, int]]]  # (t, {flow id: cumulative bytes})
 METRICS = [("jain_mean", "tcp"), ("jain_min", "tcp"), ("jain_pre_udp", "tcp"),
            ("jain_udp_mean", "tcp"),
            ("jain_udp_min", "tcp"), ("tcp_mbps", "tcp"), ("udp_mbps", "udp"),
-           ("total_mbps", "all"), ("clamps_applied", "tcp")]
+           ("total_mbps", "all"), ("tcp_udp_mbps", "tcp"), ("clamps_applied", "tcp")]
 NO_RATIO = {"clamps_applied"}  # counts: the baseline has none
 
 
@@ -174,6 +175,8 @@ def run_row(rows: Sequence[Mapping[str, Any]], period: float, window: tuple[floa
         "tcp_mbps": _mean([r["tcp_mbps"] for r in measured]),
         "udp_mbps": _mean([r["udp_mbps"] for r in measured]),
         "total_mbps": _mean([r["total_mbps"] for r in measured]),
+        # What reallocation is for: TCP throughput while UDP squeezes some TCP flows.
+        "tcp_udp_mbps": _mean([r["tcp_mbps"] for r in measured if r["udp"]]),
     }
 
 
@@ -261,7 +264,8 @@ def _scheme_row(scheme: str, cells: Mapping[str, SummaryRow | None],
     return [scheme, _cell(cells["jain_mean"], ".3f"), _ratio(cells["jain_mean"], baseline),
             _cell(cells["jain_pre_udp"], ".3f"), _ratio(cells["jain_pre_udp"], baseline),
             _cell(cells["jain_udp_min"], ".3f"), _cell(cells["tcp_mbps"]),
-            _ratio(cells["tcp_mbps"], baseline), _cell(cells["total_mbps"]),
+            _ratio(cells["tcp_mbps"], baseline), _cell(cells["tcp_udp_mbps"]),
+            _ratio(cells["tcp_udp_mbps"], baseline), _cell(cells["total_mbps"]),
             _cell(cells["clamps_applied"])]
 
 
@@ -286,8 +290,9 @@ def render(rows: Sequence[Mapping[str, Any]], summary: Sequence[SummaryRow],
                                else "")]
     index = {(r.scheme, r.load, r.metric): r for r in summary}
     jain_udp = f"Jain min, UDP {udp}" if udp else "Jain min, UDP on"
+    tcp_udp = f"TCP Mbit/s, UDP {udp}" if udp else "TCP Mbit/s, UDP on"
     header = ["scheme", "Jain (TCP)", "x Jain", "Jain before UDP", "x pre", jain_udp,
-              "TCP Mbit/s", "x TCP", "total Mbit/s", "clamps"]
+              "TCP Mbit/s", "x TCP", tcp_udp, "x TCP UDP", "total Mbit/s", "clamps"]
     for load in sorted({r.load for r in summary}):
         seeds = max((r.seeds for r in summary if r.load == load and r.metric == "jain_mean"),
                     default=0)

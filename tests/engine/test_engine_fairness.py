@@ -97,6 +97,7 @@ def test_existence_udp_and_windows() -> None:
     assert run["jain_pre_udp"] == pytest.approx((2500 / 3300 + 1) / 2)
     assert run["tcp_mbps"] == pytest.approx((50 + 20 + 20 + 20) / 4, rel=1e-6)
     assert run["udp_mbps"] == pytest.approx(25.0, rel=1e-6)
+    assert run["tcp_udp_mbps"] == pytest.approx(20.0, rel=1e-6)  # periods 3 and 4
     assert (run["udp_from"], run["udp_to"]) == (0.3, 0.5)
 
 
@@ -112,10 +113,10 @@ def _fair_rows() -> list[dict[str, object]]:
             "udp_to": 15}
     return [
         {**base, "scheme": "conv", "load": 4, "seed": 1, "jain_mean": 0.5, "tcp_mbps": 90,
-         "jain_udp_min": 0.2, "jain_pre_udp": 0.8},
+         "jain_udp_min": 0.2, "jain_pre_udp": 0.8, "tcp_udp_mbps": 70},
         {**base, "scheme": "conv", "load": 4, "seed": 2, "jain_mean": 0.7, "tcp_mbps": 90},
         {**base, "scheme": "uc3", "load": 4, "seed": 1, "jain_mean": 1.0, "tcp_mbps": 90,
-         "clamps_applied": 10, "jain_pre_udp": 0.96},
+         "clamps_applied": 10, "jain_pre_udp": 0.96, "tcp_udp_mbps": 77},
         {**base, "scheme": "uc3", "load": 4, "seed": 2, "jain_mean": 0.7, "tcp_mbps": 45,
          "clamps_applied": 30},
     ]
@@ -144,11 +145,13 @@ def test_render_one_row_per_scheme_baseline_first() -> None:
     assert lines[0].startswith("fairness: receiver throughput every 0.1 s, measured 5-20 s")
     header = next(line for line in lines if line.startswith("scheme"))
     assert "Jain min, UDP 10-15 s" in header and "Jain before UDP" in header
+    assert "TCP Mbit/s, UDP 10-15 s" in header
     conv = next(line for line in lines if line.startswith("conv "))
     uc3 = next(line for line in lines if line.startswith("uc3 "))
     assert lines.index(conv) < lines.index(uc3)
     assert "0.600 ± 1.271" in conv and "0.200" in conv and "0.800" in conv
     assert re.search(r"0\.960 +1\.20 ", uc3)  # one seed each: mean only, ratio 0.96 / 0.8
+    assert re.search(r" 77 +1\.10 ", uc3)  # TCP during the burst: 77 vs 70 on seed 1
     assert "1.41 [" in uc3 and "0.71 [" in uc3 and uc3.rstrip().endswith("20 ± 127")
     assert "clients = 4 (2 seeds)" in text
     assert fr.render([], [], ["conv"], "conv", "clients") == ""
