@@ -384,14 +384,14 @@ class LongLivedWorkload:
         return sinks
 
     def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None:
-        _server, clients, _udp = self._roles(topo)
+        server, clients, udp = self._roles(topo)
         if value != int(value) or not 1 <= value <= len(clients):
             raise WorkloadError("", f"clients {value}: needs a whole number between 1 and "
                                 f"{len(clients)} (TCP clients in {topo.spec})")
         if self.udp_stop < self.udp_start:
             raise WorkloadError("udp_stop", "must not be before udp_start")
         if self.udp_rate > 0:
-            self._udp_sinks(topo, _server, _udp)
+            self._udp_sinks(topo, server, udp)
 
     def generate(self, topo: TopologySpec, value: float, rng: np.random.Generator,
                  duration: float, base_dir: Path | None) -> list[Flow]:
