@@ -6,10 +6,14 @@ every flow sent to it.  Control is line-based:
 
 stdin  ``start T0``  flows start at T0 + flow.start (T0 on CLOCK_MONOTONIC, which every
                      network namespace of the machine shares)
-       ``stop``      abort what is still running (recorded as unfinished), write the
-                     receiver-side UDP records, exit 0.  EOF on stdin does the same.
+       ``halt``      abort the flows this host sends (recorded as unfinished); keep
+                     receiving.  The runner halts every agent before it stops any, so
+                     no sender sees its peer's receiver close under it (a reset that
+                     would read as a failed flow).
+       ``stop``      halt if not yet halted, end the receivers, write the receiver-side
+                     UDP records, exit 0.  EOF on stdin does the same.
 stdout one JSON event per line: ``ready``, ``done`` (per flow, for progress),
-       ``idle`` (every flow of the plan has ended), ``stopped``, ``error``.
+       ``idle`` (every flow of the plan has ended), ``halted``, ``stopped``, ``error``.
 
 Records go to the plan's records file, one JSON line per flow and role, flushed per line
 so a killed agent leaves everything it had finished.
@@ -351,7 +355,7 @@ class UdpSender:
         else:
             self.agent.at(now + UDP_TICK, self.tick)
 
-    def end(self, now: float) -> None:
+    def end(self, now: float, status: str = "") -> None:
         if self.done:
             return
         self.done = True
@@ -359,7 +363,7 @@ class UdpSender:
             self.sock.close()
             self.sock = None
         t0 = self.agent.t0
-        status = "failed" if self.error else "ok"
+        status = status or ("failed" if self.error else "ok")
         self.agent.flow_ended(self.flow, {
             "role": "tx", "id": self.flow["id"], "kind": "udp", "sport": self.flow["sport"],
             "start": round(self.t_start - t0, 6), "end": round(now - t0, 6),
@@ -370,7 +374,7 @@ class UdpSender:
     def abort(self) -> None:
         if not self.done:
             self.error = self.error or "still running when the run was stopped"
-            self.end(_now())
+            self.end(_now(), "unfinished")
 
     def sample(self, now: float) -> None:
         return
@@ -558,6 +562,7 @@ class Agent:
         self.rx_done: dict[int, int] = {}  # flow id -> bytes, TCP flows received in full
         self.congestion: str | None = plan.get("congestion") or None
         self.running = True
+        self.halted = False  # senders aborted; receivers still running
         self.started = False
         self.idle_sent = False
         self.lateness: list[float] = []
@@ -647,7 +652,7 @@ class Agent:
         self._check_idle()
 
     def _begin(self, flow: dict[str, Any]) -> None:
-        if not self.running:
+        if not self.running or self.halted:
             return
         sender: TcpSender | UdpSender = (UdpSender(self, flow) if flow.get("kind") == "udp"
                                          else TcpSender(self, flow))
@@ -711,22 +716,33 @@ class Agent:
             return
         if parts[0] == "start" and len(parts) == 2:
             self.start(float(parts[1]))
+        elif parts[0] == "halt":
+            self.halt()
         elif parts[0] == "stop":
             self.stop()
         else:
             self.recorder.event("error", message=f"unknown command {line.strip()!r}")
 
-    def stop(self) -> None:
-        if not self.running:
+    def halt(self) -> None:
+        """Abort this host's senders (unfinished); receivers go on until ``stop``."""
+        if self.halted or not self.running:
             return
-        self.running = False
-        if self.started and float(self.plan.get("rx_interval") or 0) > 0:
-            self.recorder.rx_sample(_now() - self.t0, self.rx_counts())
+        self.halted = True
         for sender in list(self.active.values()):
             sender.abort()
         for fid in sorted(self.pending):  # scheduled but never begun
             self.recorder.record({"role": "tx", "id": fid, "status": "unfinished",
                                   "error": "not started before the run was stopped"})
+        self.pending.clear()
+        self.recorder.event("halted")
+
+    def stop(self) -> None:
+        if not self.running:
+            return
+        if self.started and float(self.plan.get("rx_interval") or 0) > 0:
+            self.recorder.rx_sample(_now() - self.t0, self.rx_counts())
+        self.halt()
+        self.running = False
         for receiver in list(self.receivers):
             receiver.end("still receiving when the run was stopped")
         self.udp_rx.flush()

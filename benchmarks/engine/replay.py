@@ -10,7 +10,10 @@ One replay:
 3. wait until every agent has ended its flows ("idle") or the deadline passes, watching
    for agents that die -- their death is reported, the others carry on, so every flow
    still gets a record;
-4. send ``stop``; collect and merge the records (sender and receiver side per flow).
+4. send ``halt`` to every agent and wait until each has aborted its senders, then
+   ``stop`` (so no receiver closes under a sender that is still sending: the sender would
+   see a reset and record a failure, where the flow was only cut by the deadline);
+   collect and merge the records (sender and receiver side per flow).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ DEFAULT_PORT = 5001
 READY_TIMEOUT = 30.0
 START_DELAY = 0.5  # seconds between "start" and T0: every agent must have read it by then
 STOP_TIMEOUT = 10.0
+HALT_TIMEOUT = 10.0  # for every agent to abort its senders before any receiver stops
 STDERR_TAIL = 15
 RX_PREFIX = "rx_"  # rx_<host>.jsonl: receiver byte counts per flow (rx_interval > 0)
 
@@ -80,6 +84,7 @@ class _Agent:
     buffer: bytes = b""
     ready: bool = False
     idle: bool = False
+    halted: bool = False
     dead: bool = False
     closed: bool = False
     stopped: dict[str, Any] = field(default_factory=dict)
@@ -154,6 +159,7 @@ def replay(flows: list[Flow], hosts: dict[str, Endpoint], run_dir: Path, *,
                 break
             _pump(agents, sel, min(0.5, deadline - now), on_done)
         stopped_at = time.monotonic()
+        _halt(agents, sel, on_done)
         for agent in agents.values():
             _send(agent, "stop\n")
             _close_stdin(agent)
@@ -257,6 +263,8 @@ def _on_event(agent: _Agent, line: bytes, on_done: Callable[[int, str], None] | 
         on_done(int(event["id"]), str(event.get("status", "")))
     elif kind == "idle":
         agent.idle = True
+    elif kind == "halted":
+        agent.halted = True
     elif kind == "stopped":
         agent.stopped = {k: v for k, v in event.items() if k != "event"}
     elif kind == "error":
@@ -279,6 +287,18 @@ def _on_exit(agent: _Agent) -> None:
             f"agent on {agent.name} (pid {agent.proc.pid}) {how} during the run; its "
             f"unrecorded flows are marked agent_died. Log tail ({agent.log}):\n"
             f"{_tail(agent.log)}")
+
+
+def _halt(agents: dict[str, _Agent], sel: selectors.BaseSelector,
+          on_done: Callable[[int, str], None] | None) -> None:
+    """Every live agent aborts its senders; returns when all say so (or after a timeout:
+    ``stop`` halts too, the worst case is the reset this phase exists to avoid)."""
+    for agent in agents.values():
+        _send(agent, "halt\n")
+    deadline = time.monotonic() + HALT_TIMEOUT
+    while time.monotonic() < deadline and not all(
+            a.halted or a.dead for a in agents.values()):
+        _pump(agents, sel, 0.2, on_done)
 
 
 def _wait_stopped(agents: dict[str, _Agent], sel: selectors.BaseSelector,

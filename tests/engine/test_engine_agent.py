@@ -78,6 +78,40 @@ def test_unfinished_flows_are_recorded_at_the_deadline(tmp_path: Path) -> None:
     assert result.errors == []
 
 
+# Forwards control lines to the agent it starts, all but "start" half a second late: a
+# host whose agent is slow to hear the deadline.
+_SLOW_CONTROL = """
+import subprocess, sys, time
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE)
+for line in iter(sys.stdin.buffer.readline, b""):
+    if not line.startswith(b"start"):
+        time.sleep(0.5)
+    child.stdin.write(line)
+    child.stdin.flush()
+child.stdin.close()
+sys.exit(child.wait())
+"""
+
+
+def test_a_sender_slow_to_stop_records_unfinished_not_a_reset(tmp_path: Path) -> None:
+    # The receiver's agent stops at once, the sender's half a second later: the
+    # receiver must not close the connection under a sender that is still sending.
+    import subprocess
+    import sys
+
+    def slow_popen(argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-c", _SLOW_CONTROL, *argv],
+                                **kwargs)  # type: ignore[call-overload]
+
+    hosts = _hosts(2)
+    hosts["h1"].popen = slow_popen
+    flows = [Flow(0, "h1", "h2", 0, 0.0, stop=60.0, sport=30001)]
+    result = replay(flows, hosts, tmp_path, drain=0.5, horizon=0.0)
+    assert result.records[0]["status"] == "unfinished", result.records[0]
+    assert result.records[0]["bytes"] > 0
+    assert result.errors == []
+
+
 def test_an_agent_that_dies_is_reported_and_its_flows_kept(tmp_path: Path) -> None:
     flows = [
         Flow(0, "h1", "h3", 20_000, 0.0, sport=20000),  # finishes before the kill
