@@ -6,15 +6,17 @@ memory.  Definitions:
 - class: ``mouse`` if size < mouse_max, ``elephant`` if size > elephant_min or the flow
   is long-lived, ``rabbit`` otherwise; UDP flows are ``udp``.
 - per run (scheme, sweep value, seed), over *measured* flows (start inside the
-  warm-up/cool-down window):
-  ``fct_mean/p50/p99`` per class (seconds; completed flows only; linear-interpolated
-  percentiles), ``tput_mbps`` of elephants (mean over completed elephant flows of
-  bytes * 8 / fct), ``ooo_pct`` per class and overall (100 * out-of-order packets /
-  data segments received, pooled over the class's TCP flows; the receiver's
-  ``tcpi_rcv_ooopack`` counts every segment that lands above a hole, so segments after
-  a loss count too -- single-path forwarding shows a few percent under loss, packet
-  spraying adds true reordering on top), ``flows`` and ``failed``
-  counts (failed = any status other than ok: failures are counted, never dropped).
+  warm-up/cool-down window; a long-lived or UDP flow: sending inside it):
+  ``fct_mean/p50/p99`` per class (seconds; completed flows of a size only -- a
+  long-lived flow's "FCT" is the time the workload let it run; linear-interpolated
+  percentiles), ``tput_mbps`` of elephants (mean over completed elephant flows,
+  long-lived ones included, of bytes * 8 / fct), ``ooo_pct`` per class and overall
+  (100 * out-of-order packets / data segments received, pooled over the class's TCP
+  flows; the receiver's ``tcpi_rcv_ooopack`` counts every segment that lands above a
+  hole, so segments after a loss count too -- single-path forwarding shows a few
+  percent under loss, packet spraying adds true reordering on top), ``flows`` and
+  ``failed`` counts (failed = any status other than ok: failures are counted, never
+  dropped).
 - across seeds: mean and a 95% Student-t confidence interval (half-width
   ``t(0.975, n-1) * sd / sqrt(n)``; undefined for one seed).
 - ratio to the baseline (ECMP): per seed ``r = scheme / baseline`` on the same seed (the
@@ -106,7 +108,7 @@ def run_metrics(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], floa
     for cls in CLASSES:
         members = by_class.get(cls, [])
         done = [float(r["fct"]) for r in members
-                if r["status"] == OK and r.get("fct") is not None]
+                if r["status"] == OK and r.get("fct") is not None and r.get("size") != 0]
         out[("flows", cls)] = float(len(members))
         out[("fct_mean", cls)] = mean(done)
         out[("fct_p50", cls)] = percentile(done, 50)

@@ -414,6 +414,15 @@ def _fairness(state: _State, scheme: Scheme, seed: int, value: float, flows: lis
     return {k: v for k, v in row.items() if k not in key}
 
 
+def is_measured(flow: Flow, low: float, high: float) -> bool:
+    """A flow of a size is measured when it starts inside the window [low, high); one
+    that sends until a stop time (long-lived TCP, UDP) when it sends inside it -- such
+    flows start at 0 and span the run, so their start alone would leave them out."""
+    if flow.stop is not None and flow.size == 0:
+        return flow.start < high and flow.stop > low
+    return low <= flow.start < high
+
+
 def flow_rows(spec: ExperimentSpec, scheme: str, seed: int, value: float,
               flows: list[Flow], result: ReplayResult) -> list[dict[str, Any]]:
     """flows.csv rows of one run: one per flow, whatever became of it."""
@@ -431,7 +440,7 @@ def flow_rows(spec: ExperimentSpec, scheme: str, seed: int, value: float,
             "fct": rec.get("fct"), "bytes": rec.get("bytes"),
             "retransmits": rec.get("retrans"), "ooo": rec.get("ooo"),
             "segs_in": rec.get("segs_in"), "status": rec.get("status"),
-            "measured": low <= f.start < high, "late": rec.get("late"),
+            "measured": is_measured(f, low, high), "late": rec.get("late"),
             "error": rec.get("error", ""),
         })
     return rows

@@ -82,6 +82,16 @@ def test_run_metrics_counts_failures_and_pools_out_of_order() -> None:
     assert throughput_mbps({"fct": 0, "bytes": 5}) != throughput_mbps({"fct": 0, "bytes": 5})
 
 
+def test_long_lived_flows_count_for_throughput_not_fct() -> None:
+    # A long-lived flow's "FCT" is how long the workload let it run: no FCT figure.
+    long_lived = _row("a", 1, 0, 12.0) | {"bytes": 30_000_000}
+    m = run_metrics([long_lived, _row("a", 1, 20_000_000, 16.0)])
+    assert m[("fct_mean", "elephant")] == pytest.approx(16.0)
+    assert m[("tput_mbps", "elephant")] == pytest.approx((20.0 + 10.0) / 2)
+    only = run_metrics([long_lived])
+    assert math.isnan(only[("fct_mean", "elephant")]) and only[("flows", "all")] == 1
+
+
 def test_ratios_are_paired_by_seed() -> None:
     rows = []
     # Seed 1: baseline 10 ms, other 5 ms; seed 2: baseline 40 ms, other 30 ms.

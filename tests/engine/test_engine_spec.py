@@ -172,3 +172,17 @@ def test_receiver_interval_defaults_by_workload() -> None:
     assert parse_spec({**longlived, "agent": {"rx_interval": "50ms"}}).agent.rx_interval \
         == 0.05
     assert parse_spec({**longlived, "agent": {"rx_interval": 0}}).agent.rx_interval == 0.0
+
+
+def test_flows_that_send_inside_the_window_are_measured() -> None:
+    from dcnlab.benchmarks.engine.runner import is_measured
+    from dcnlab.benchmarks.engine.workloads import Flow
+
+    # Flows of a size: by their start.  Long-lived TCP and UDP: by the time they send.
+    assert is_measured(Flow(0, "h1", "h2", 1_000, 2.0), 2.0, 10.0)
+    assert not is_measured(Flow(0, "h1", "h2", 1_000, 1.9), 2.0, 10.0)
+    assert not is_measured(Flow(0, "h1", "h2", 1_000, 10.0), 2.0, 10.0)
+    assert is_measured(Flow(0, "h1", "h2", 0, 0.0, stop=20.0), 2.0, 10.0)
+    assert is_measured(Flow(0, "h1", "h2", 0, 4.0, kind="udp", stop=9.0), 2.0, 10.0)
+    assert not is_measured(Flow(0, "h1", "h2", 0, 0.0, stop=2.0), 2.0, 10.0)
+    assert not is_measured(Flow(0, "h1", "h2", 0, 10.0, kind="udp", stop=12.0), 2.0, 10.0)
