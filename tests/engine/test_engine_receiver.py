@@ -10,14 +10,12 @@ experiment was an artefact of the receiver.  Here that flow must fill the link.
 
 from __future__ import annotations
 
-import csv
 import os
 from pathlib import Path
 
 import pytest
-import yaml
+from engine_runs import csv_rows, run_spec
 
-from dcnlab.benchmarks.engine import run_experiment
 from dcnlab.benchmarks.engine.agent import RCV_LOWAT, lowat_for
 
 pytestmark = [
@@ -44,11 +42,8 @@ def test_one_long_rtt_flow_fills_the_link(tmp_path: Path) -> None:
         "loads": [1], "seeds": [1], "duration": 8, "warmup": 3, "drain": 5, "settle": 0,
         "congestion": "reno",
     }
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    result = run_experiment(path, tmp_path / "out", progress=False)
+    result, out = run_spec(spec, tmp_path)
     assert result.ok and result.not_ok == 0
-    with open(tmp_path / "out" / "fairness.csv", newline="") as fh:
-        (row,) = list(csv.DictReader(fh))
+    (row,) = csv_rows(out / "fairness.csv")
     # 100 Mbit/s of frames is ~94 Mbit/s of TCP payload; 64 KB per 36 ms is ~15-21.
     assert float(row["tcp_mbps"]) > 80, row

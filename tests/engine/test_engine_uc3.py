@@ -17,16 +17,15 @@ fairness_series.csv, the summary section and the plots exist and re-render from 
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from engine_runs import csv_rows, run_spec
 
-from dcnlab.benchmarks.engine import report, run_experiment
+from dcnlab.benchmarks.engine import report
 
 pytestmark = [
     pytest.mark.network,
@@ -35,11 +34,6 @@ pytestmark = [
 ]
 
 CGROUP2 = Path("/sys/fs/cgroup/unified")
-
-
-def _rows(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 def test_uc3_scheme_runs_with_agents_and_is_fair(tmp_path: Path) -> None:
@@ -55,11 +49,7 @@ def test_uc3_scheme_runs_with_agents_and_is_fair(tmp_path: Path) -> None:
         "loads": [4], "seeds": [1], "duration": 9, "warmup": 3, "drain": 5, "settle": 1,
         "congestion": "reno",
     }
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    out = tmp_path / "out"
-
-    result = run_experiment(path, out, progress=False)
+    result, out = run_spec(spec, tmp_path)
 
     assert result.ok and result.runs == 2 and result.not_ok == 0
     meta = json.loads((out / "meta.json").read_text())
@@ -69,7 +59,7 @@ def test_uc3_scheme_runs_with_agents_and_is_fair(tmp_path: Path) -> None:
     assert networks["uc3"]["uc3_agents"] == ["h1", "h2", "h3", "h4"]
     assert networks["conventional"]["uc3_agents"] == []
 
-    fair = {r["scheme"]: r for r in _rows(out / "fairness.csv")}
+    fair = {r["scheme"]: r for r in csv_rows(out / "fairness.csv")}
     assert set(fair) == {"conventional", "uc3"}
     print({s: {k: r[k] for k in ("jain_mean", "jain_min", "tcp_mbps", "clamps_applied",
                                  "clamp_updates", "periods")} for s, r in fair.items()})
@@ -83,13 +73,13 @@ def test_uc3_scheme_runs_with_agents_and_is_fair(tmp_path: Path) -> None:
         assert int(row["periods"]) == 60  # (9 - 3) s / 0.1 s, warm-up ignored
         assert int(row["flows"]) == 4
         assert float(row["tcp_mbps"]) > 50  # the bottleneck is used, not just shared
-    series = _rows(out / "fairness_series.csv")
+    series = csv_rows(out / "fairness_series.csv")
     assert {r["scheme"] for r in series} == {"conventional", "uc3"}
     assert sum(1 for r in series if r["scheme"] == "uc3" and r["measured"] == "1") == 60
 
     summary = (out / "summary.txt").read_text()
     assert "fairness: receiver throughput every 0.1 s" in summary
-    assert any(r["metric"] == "jain_mean" for r in _rows(out / "summary.csv"))
+    assert any(r["metric"] == "jain_mean" for r in csv_rows(out / "summary.csv"))
     for name in ("plots/jain_time_clients4.png", "plots/fairness_bars.png",
                  "runs/uc3/network/uc3_agents/agent-h1.log"):
         assert (out / name).is_file(), name
@@ -118,12 +108,10 @@ def test_reallocation_hands_what_outside_flows_cannot_use_to_the_others(
         "loads": [4], "seeds": [1], "duration": 10, "warmup": 2, "drain": 5, "settle": 1,
         "congestion": "reno",
     }
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    result = run_experiment(path, tmp_path / "out", progress=False)
+    result, out = run_spec(spec, tmp_path)
 
     assert result.ok and result.not_ok == 0
-    fair = {r["scheme"]: r for r in _rows(tmp_path / "out" / "fairness.csv")}
+    fair = {r["scheme"]: r for r in csv_rows(out / "fairness.csv")}
     print({s: {k: r[k] for k in ("tcp_udp_mbps", "tcp_mbps", "udp_mbps", "jain_pre_udp")}
            for s, r in fair.items()})
     during = {s: float(r["tcp_udp_mbps"]) for s, r in fair.items()}
