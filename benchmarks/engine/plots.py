@@ -3,7 +3,7 @@
 - ``fct_cdf_<sweep><value>.png``: CDF of FCT per scheme, pooled over seeds, one file per
   sweep value (measured, completed TCP flows of known size).
 - ``fct_by_class.png``: mean FCT per size class against the sweep value, a bar per
-  scheme with its 95% CI across seeds.
+  scheme with its 95% CI across seeds (none when no flow has an FCT: long-lived only).
 - ``throughput_elephant.png``, ``out_of_order.png``: the same layout for elephant
   throughput and the out-of-order percentage.
 - with receiver throughput recorded (fairness.py): ``jain_time_<sweep><value>.png``,
@@ -92,19 +92,21 @@ def _bars(ax: Any, summary: Sequence[SummaryRow], metric: str, cls: str,
 def class_bars(summary: Sequence[SummaryRow], out_dir: Path, sweep: str,
                schemes: Sequence[str]) -> list[Path]:
     files = []
-    fig, axes = plt.subplots(1, len(CLASSES), figsize=(4.2 * len(CLASSES), 3.8))
-    for ax, cls in zip(axes, CLASSES, strict=True):
-        if not _bars(ax, summary, "fct_mean", cls, schemes, 1e3):
-            ax.text(0.5, 0.5, f"no {cls} flows", ha="center", transform=ax.transAxes)
-        ax.set_title(f"{cls} flows")
-        ax.set_xlabel(sweep)
-        ax.set_ylabel("mean FCT (ms)")
-    axes[0].legend()
-    fig.tight_layout()
-    path = out_dir / "fct_by_class.png"
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    files.append(path)
+    if any(r.metric == "fct_mean" and math.isfinite(r.mean) for r in summary):
+        # (a long-lived workload has no FCT at all: no figure of empty panels)
+        fig, axes = plt.subplots(1, len(CLASSES), figsize=(4.2 * len(CLASSES), 3.8))
+        for ax, cls in zip(axes, CLASSES, strict=True):
+            if not _bars(ax, summary, "fct_mean", cls, schemes, 1e3):
+                ax.text(0.5, 0.5, f"no {cls} flows", ha="center", transform=ax.transAxes)
+            ax.set_title(f"{cls} flows")
+            ax.set_xlabel(sweep)
+            ax.set_ylabel("mean FCT (ms)")
+        axes[0].legend()
+        fig.tight_layout()
+        path = out_dir / "fct_by_class.png"
+        fig.savefig(path, dpi=DPI)
+        plt.close(fig)
+        files.append(path)
     for metric, cls, label, name in (
             ("tput_mbps", "elephant", "elephant throughput (Mbit/s)", "throughput_elephant"),
             ("ooo_pct", "all", "out-of-order segments (%)", "out_of_order")):

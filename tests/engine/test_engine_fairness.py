@@ -161,8 +161,10 @@ def test_report_adds_the_section_csv_rows_and_plots(tmp_path: Path) -> None:
     write_json(tmp_path / "meta.json", {"name": "x", "status": "complete", "spec": {
         "baseline": "conv", "sweep": "clients", "schemes": [{"name": "conv"},
                                                             {"name": "uc3"}]}})
-    flows = [{"scheme": s, "load": 4, "seed": seed, "flow_id": 0, "class": "elephant",
-              "status": "ok", "fct": 20.0, "measured": 0, "kind": "tcp"}
+    # Long-lived flows (size 0): throughput, no FCT.
+    flows = [{"scheme": s, "load": 4, "seed": seed, "flow_id": 0, "size": 0,
+              "class": "elephant", "status": "ok", "fct": 20.0, "bytes": 200_000_000,
+              "measured": 1, "kind": "tcp"}
              for s in ("conv", "uc3") for seed in (1, 2)]
     write_csv(tmp_path / "flows.csv", list(flows[0]), flows)
     write_csv(tmp_path / fr.FAIRNESS_CSV, fr.COLUMNS, _fair_rows())
@@ -178,6 +180,9 @@ def test_report_adds_the_section_csv_rows_and_plots(tmp_path: Path) -> None:
     with open(tmp_path / "summary.csv", newline="") as fh:
         metrics = {(r["scheme"], r["metric"]) for r in csv.DictReader(fh)}
     assert ("uc3", "jain_mean") in metrics and ("conv", "total_mbps") in metrics
-    for name in ("jain_time_clients4.png", "fairness_bars.png"):
+    for name in ("jain_time_clients4.png", "fairness_bars.png", "throughput_elephant.png"):
         assert (tmp_path / "plots" / name).stat().st_size > 1000, name
+    assert not (tmp_path / "plots" / "fct_by_class.png").exists()
+    assert "elephant throughput (Mbit/s)  80" in result.table
+    assert "FCT" not in result.table
     json.loads((tmp_path / "meta.json").read_text())  # untouched, still valid
