@@ -9,8 +9,9 @@
 - with receiver throughput recorded (fairness.py): ``jain_time_<sweep><value>.png``,
   Jain's index and TCP throughput per period against time, a line per scheme for the
   first seed, the UDP burst shaded, the measured window's start dashed (the paper's
-  Fig. 11); ``fairness_bars.png``, mean Jain index and TCP throughput per scheme
-  against the sweep value with 95% CIs across seeds (Figs. 6 and 7).
+  Fig. 11); ``fairness_bars.png``, mean Jain index, TCP throughput and TCP throughput
+  during the UDP burst per scheme against the sweep value with 95% CIs across seeds
+  (Figs. 6 and 7).
 """
 
 from __future__ import annotations
@@ -194,18 +195,24 @@ def _period(rows: Sequence[Mapping[str, Any]]) -> float:
 
 def fairness_bars(summary: Sequence[SummaryRow], out_dir: Path, sweep: str,
                   schemes: Sequence[str]) -> list[Path]:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.0))
-    drawn = _bars(left, summary, "jain_mean", "tcp", schemes, 1.0)
-    drawn = _bars(right, summary, "tcp_mbps", "tcp", schemes, 1.0) or drawn
-    if not drawn:
-        plt.close(fig)
+    """Jain, TCP throughput and (with a UDP burst) TCP throughput during the burst: the
+    third panel is where reallocation shows (what the UDP-squeezed flows leave)."""
+    panels = [("jain_mean", "mean Jain's index (TCP flows)"),
+              ("tcp_mbps", "mean TCP throughput (Mbit/s)"),
+              ("tcp_udp_mbps", "TCP throughput, UDP burst (Mbit/s)")]
+    panels = [(m, label) for m, label in panels
+              if any(r.metric == m and math.isfinite(r.mean) for r in summary)]
+    if not panels:
         return []
-    left.set_ylabel("mean Jain's index (TCP flows)")
-    left.set_ylim(0, 1.05)
-    right.set_ylabel("mean TCP throughput (Mbit/s)")
-    for ax in (left, right):
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.0),
+                             squeeze=False)
+    for ax, (metric, label) in zip(axes[0], panels, strict=True):
+        _bars(ax, summary, metric, "tcp", schemes, 1.0)
+        ax.set_ylabel(label)
         ax.set_xlabel(sweep)
-    left.legend(fontsize="small", loc="lower left")
+        if metric == "jain_mean":
+            ax.set_ylim(0, 1.05)
+    axes[0][0].legend(fontsize="small", loc="lower left")
     fig.tight_layout()
     path = out_dir / "fairness_bars.png"
     fig.savefig(path, dpi=DPI)
