@@ -40,7 +40,7 @@ from typing import Any
 from dcnlab.benchmarks import longflows
 
 from .metrics import SummaryRow, mean_ci, ratio_ci
-from .table import fmt
+from .table import fmt, ratio_interval
 from .workloads import Flow
 
 FAIRNESS_CSV = "fairness.csv"
@@ -246,7 +246,7 @@ def _ratio(row: SummaryRow | None, baseline: str | None) -> str:
         return "-"
     text = f"{row.ratio:.2f}"
     if math.isfinite(row.ratio_low):
-        text += f" [{row.ratio_low:.2f}, {row.ratio_high:.2f}]"
+        text += " " + ratio_interval(row.ratio_low, row.ratio_high)
     return text
 
 

@@ -123,3 +123,11 @@ def test_table_shows_every_scheme_and_ratio() -> None:
     line = next(ln for ln in text.splitlines() if ln.startswith("mouse FCT mean"))
     assert line.index("20") < line.index("24")  # ecmp column first, in ms
     assert "x1.20 [1.20, 1.20]" in line
+
+
+def test_ratio_intervals_past_two_decades_are_not_printed_in_full() -> None:
+    from dcnlab.benchmarks.engine.table import ratio_interval
+
+    assert ratio_interval(0.5, 1.25) == "[0.50, 1.25]"
+    assert ratio_interval(0.001, 45816106.94) == "[<0.01, >100]"
+    assert ratio_interval(0.01, 100.0) == "[0.01, 100.00]"
