@@ -90,10 +90,15 @@ def _bars(ax: Any, summary: Sequence[SummaryRow], metric: str, cls: str,
     return drawn
 
 
+def _has(summary: Sequence[SummaryRow], metric: str) -> bool:
+    """Whether any run has a value for ``metric`` (else its figure or panel is left out)."""
+    return any(r.metric == metric and math.isfinite(r.mean) for r in summary)
+
+
 def class_bars(summary: Sequence[SummaryRow], out_dir: Path, sweep: str,
                schemes: Sequence[str]) -> list[Path]:
     files = []
-    if any(r.metric == "fct_mean" and math.isfinite(r.mean) for r in summary):
+    if _has(summary, "fct_mean"):
         # (a long-lived workload has no FCT at all: no figure of empty panels)
         fig, axes = plt.subplots(1, len(CLASSES), figsize=(4.2 * len(CLASSES), 3.8))
         for ax, cls in zip(axes, CLASSES, strict=True):
@@ -200,8 +205,7 @@ def fairness_bars(summary: Sequence[SummaryRow], out_dir: Path, sweep: str,
     panels = [("jain_mean", "mean Jain's index (TCP flows)"),
               ("tcp_mbps", "mean TCP throughput (Mbit/s)"),
               ("tcp_udp_mbps", "TCP throughput, UDP burst (Mbit/s)")]
-    panels = [(m, label) for m, label in panels
-              if any(r.metric == m and math.isfinite(r.mean) for r in summary)]
+    panels = [(m, label) for m, label in panels if _has(summary, m)]
     if not panels:
         return []
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.0),
