@@ -10,12 +10,17 @@ import sysconfig
 
 from setuptools import setup
 
-_SUBPACKAGES = ("controller", "apps", "topo", "benchmarks")
+_SUBPACKAGES = ("controller", "apps", "topo", "benchmarks", "hosts")
 
 
 def _packages() -> tuple[list[str], dict[str, str]]:
     packages = ["dcnlab"]
     package_dir = {"dcnlab": "dcnlab"}
+    for root, _dirs, files in os.walk("dcnlab"):  # dcnlab's own subpackages (schemes...)
+        if root != "dcnlab" and "__init__.py" in files:
+            name = root.replace(os.sep, ".")
+            packages.append(name)
+            package_dir[name] = root
     for top in _SUBPACKAGES:
         for root, _dirs, files in os.walk(top):
             if "__init__.py" not in files:
@@ -43,7 +48,7 @@ setup(
     package_dir=PACKAGE_DIR,
     package_data={
         "dcnlab.benchmarks": ["experiments/*.yaml", "workloads/*.cdf"],
-        "dcnlab.controller.uc3_agent": ["clamp.bpf.c", "build_bpf.sh", "clamp.bpf.o"],
+        "dcnlab.hosts.uc3_agent": ["clamp.bpf.c", "build_bpf.sh", "clamp.bpf.o"],
     },
     # The .pth runs dcnlab.compat.install() at interpreter start-up (see dcnlab/compat.py).
     data_files=[(_site_packages_rel(), ["dcnlab-compat.pth"])],
@@ -60,6 +65,6 @@ setup(
     extras_require={"dev": ["pytest==9.2.0", "ruff==0.17.6"]},
     entry_points={"console_scripts": [
         "dcnlab=dcnlab.cli:main",
-        "dcnlab-agent=dcnlab.controller.uc3_agent.__main__:main",
+        "dcnlab-agent=dcnlab.hosts.uc3_agent.__main__:main",
     ]},
 )

@@ -6,8 +6,9 @@ different flows spread over every shortest path.  Run it with
 ``ryu-manager dcnlab.apps.ecmp`` (or ``ryu-manager apps/ecmp.py`` from a checkout).
 """
 
+from dcnlab.controller.compiler import SELECT_GROUPS
 from dcnlab.controller.fabric_app import FabricApp
 
 
 class Ecmp(FabricApp):
-    POLICY = "ecmp"
+    POLICY = SELECT_GROUPS

@@ -4,8 +4,9 @@ Destinations are spread over the uplinks by address (host suffix, as in Al-Fares
 al.'s two-level tables), but every packet from one host to another takes the same path.
 """
 
+from dcnlab.controller.compiler import STRIPED
 from dcnlab.controller.fabric_app import FabricApp
 
 
 class SinglePath(FabricApp):
-    POLICY = "single_path"
+    POLICY = STRIPED

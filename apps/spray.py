@@ -16,6 +16,7 @@ from typing import Any
 
 from ryu.ofproto import ofproto_v1_3 as ofp
 
+from dcnlab.controller.compiler import SELECT_GROUPS
 from dcnlab.controller.fabric_app import FabricApp
 from dcnlab.controller.runtime import ENV_SELECT_MODE
 
@@ -32,7 +33,7 @@ def select_mode_message(dp: Any, mode: str, group_id: int = ofp.OFPG_ALL) -> Any
 
 
 class Spray(FabricApp):
-    POLICY = "ecmp"
+    POLICY = SELECT_GROUPS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -5,7 +5,7 @@ The controller plays the paper's TCP-Path switches over plain OpenFlow 1.3:
 
 1. A host's SYN (tcp_flags SYN without ACK) is punted by its edge switch.  The controller
    locks the SD tuple {S, pS, D, pD} there to the host port and floods an *exploration
-   copy* (the SYN behind EtherType 0x88B5, see :mod:`dcnlab.controller.tcppath_frames`)
+   copy* (the SYN behind EtherType 0x88B5, see :mod:`dcnlab.schemes.tcppath.frames`)
    out of every live fabric port of that switch, never to hosts.
 2. Every switch punts every copy.  The first copy of an exploration at a switch locks it
    to its in-port and is flooded on (live fabric ports except the in-port, in a random
@@ -22,8 +22,8 @@ The controller plays the paper's TCP-Path switches over plain OpenFlow 1.3:
    are removed on the whole path (its packets continue at once on the default routes)
    and a Path Recovery exploration (no SYN) from the source edge sets up a new path.
 
-The state machine is :mod:`dcnlab.controller.tcppath_state`; entries and priorities are
-in :mod:`dcnlab.controller.tcppath_rules`.
+The state machine is :mod:`dcnlab.schemes.tcppath.state`; entries and priorities are
+in :mod:`dcnlab.schemes.tcppath.rules`.
 
 The core's default routes (ECMP select groups, compiled from the view) carry everything
 TCP-Path does not handle: non-TCP traffic (ARP is answered by the controller as in every
@@ -53,11 +53,11 @@ from ryu.lib import hub
 from ryu.ofproto import ofproto_v1_3 as ofp
 
 from dcnlab.controller import ofmsg
-from dcnlab.controller import tcppath_frames as frames
-from dcnlab.controller import tcppath_rules as rules
+from dcnlab.controller.compiler import SELECT_GROUPS
 from dcnlab.controller.fabric_app import FabricApp
 from dcnlab.controller.rules import FlowEntry, SwitchRules
-from dcnlab.controller.tcppath_state import (
+from dcnlab.schemes.tcppath import frames, rules
+from dcnlab.schemes.tcppath.state import (
     DEFAULT_LOCK_TIMEOUT,
     Attachment,
     ConfirmError,
@@ -79,7 +79,7 @@ PENDING_XIDS = 4096
 
 
 class TcpPath(FabricApp):
-    POLICY = "ecmp"
+    POLICY = SELECT_GROUPS
     ELEPHANTS_ONLY = False  # TFE sets it
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 
 from dcnlab.apps.tcppath import TcpPath
-from dcnlab.controller.tcppath_rules import ElephantFilter
+from dcnlab.schemes.tcppath.rules import ElephantFilter
 
 ENV_PORTS = "DCNLAB_TFE_PORTS"
 ENV_DSCP = "DCNLAB_TFE_DSCP"

@@ -2,7 +2,7 @@
 
 Routing is the ``single_path`` policy, so a flow's path is the deterministic shortest path
 the compiled rules give its (source, destination) pair: the app knows every flow's path
-from the compiled view (:class:`~dcnlab.controller.uc3_collect.PathFinder` follows the
+from the compiled view (:class:`~dcnlab.schemes.uc3.collect.PathFinder` follows the
 compiled entries through in-memory tables) and needs no per-flow entries.
 
 Collected, as in the paper's UC3 architecture:
@@ -14,11 +14,11 @@ Collected, as in the paper's UC3 architecture:
 - per-flow RTT and throughput: from the same reports (the kernel's srtt; bytes acked
   since the previous report), the throughput smoothed with EMA alpha.
 
-Every notification interval the allocator (:mod:`dcnlab.controller.uc3_alloc`) computes
+Every notification interval the allocator (:mod:`dcnlab.schemes.uc3.alloc`) computes
 each active flow's fair share at its bottleneck, optionally reallocates what flows below
 ``beta * share`` leave unused (per ingress edge switch: the path's first switch that is
 not of tier ``external``), and turns the rate into a BDP window; the windows go to the
-sending hosts' agents (:class:`~dcnlab.controller.uc3_agent.client.AgentPool`), which
+sending hosts' agents (:class:`~dcnlab.hosts.uc3_agent.client.AgentPool`), which
 clamp the flows' cwnd with BPF.  Agents are reached over a management network
 (``Network(management=True)``), never the data plane.
 
@@ -60,13 +60,14 @@ from typing import Any
 
 from ryu.lib import hub
 
+from dcnlab.controller.compiler import STRIPED
 from dcnlab.controller.fabric_app import FabricApp, discovery_mode
 from dcnlab.controller.runtime import ENV_TOPOLOGY
-from dcnlab.controller.uc3_agent import protocol as proto
-from dcnlab.controller.uc3_agent.bpf import Tuple4
-from dcnlab.controller.uc3_agent.client import AgentPool
-from dcnlab.controller.uc3_alloc import Allocation, Allocator, AllocError
-from dcnlab.controller.uc3_collect import (
+from dcnlab.hosts.uc3_agent import protocol as proto
+from dcnlab.hosts.uc3_agent.bpf import Tuple4
+from dcnlab.hosts.uc3_agent.client import AgentPool
+from dcnlab.schemes.uc3.alloc import Allocation, Allocator, AllocError
+from dcnlab.schemes.uc3.collect import (
     FlowTable,
     Link,
     LinkLoad,
@@ -76,7 +77,7 @@ from dcnlab.controller.uc3_collect import (
     flow_key,
     link_capacities,
 )
-from dcnlab.controller.uc3_config import ConfigError, Uc3Config, read_agents
+from dcnlab.schemes.uc3.config import ConfigError, Uc3Config, read_agents
 from dcnlab.topo.spec import EXTERNAL_TIER, TopologySpec
 
 DEFAULT_CAPACITY_BPS = 1e9
@@ -84,7 +85,7 @@ AGENTS_RELOAD_S = 0.5
 
 
 class Uc3(FabricApp):
-    POLICY = "single_path"
+    POLICY = STRIPED
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -12,11 +12,13 @@ Forwarding is by destination IPv4 address.  The compiler
    whose children share one set become one entry; the rest get their own entry.
    A supernet whose known children all have explicit entries gets a drop entry, so a
    packet to an unknown address is dropped instead of bouncing up and down;
-4. materializes next-hop sets with the policy: ``ecmp`` uses one select group per
-   distinct set (buckets watch their port, so a dead port leaves the group at once);
-   ``single_path`` chooses one port per destination deterministically (the default
-   route is split by host address suffix, as in Al-Fares et al.'s two-level tables,
-   so that different destinations spread over the uplinks).
+4. materializes next-hop sets with the app's :class:`Forwarding`: :data:`SELECT_GROUPS`
+   uses one select group per distinct set (the switch chooses a bucket per flow or per
+   packet; buckets watch their port, so a dead port leaves the group at once); a
+   pinning forwarding (:data:`STRIPED`, or an app's own :class:`Pinned` subclass)
+   chooses one port per destination (the default route is split by host address
+   suffix, as in Al-Fares et al.'s two-level tables, so that destinations can take
+   different uplinks).
 
 Every choice strictly decreases the distance to the destination, so forwarding is
 loop-free for every known destination, whatever bucket a switch picks.
@@ -28,6 +30,7 @@ import ipaddress
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from ipaddress import IPv4Network
+from typing import ClassVar
 
 import networkx as nx
 
@@ -49,8 +52,47 @@ from dcnlab.controller.rules import (
 )
 from dcnlab.controller.view import NetworkView
 
-POLICIES = ("single_path", "ecmp")
 SUPERNET_PREFIXLEN = 16
+
+
+class Forwarding:
+    """How switches use an equal-cost next-hop set: a select group (the switch chooses),
+    or one port the controller picks (:meth:`pick`)."""
+
+    name: ClassVar[str] = ""
+    groups: ClassVar[bool] = False
+
+    def pick(self, dpid: int, hops: tuple[int, ...], key: int) -> int:
+        """The one port of ``hops`` switch ``dpid`` uses for destination ``key`` (an
+        address-derived number: a prefix's network part, or a host address suffix)."""
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SelectGroups(Forwarding):
+    name = "groups"
+    groups = True
+
+
+class Pinned(Forwarding):
+    """Base of the forwardings that pin every destination to one port."""
+
+
+class Striped(Pinned):
+    """Deterministic: destinations striped over the ports by address, offset per switch
+    so that not every switch of a tier picks the same index."""
+
+    name = "striped"
+
+    def pick(self, dpid: int, hops: tuple[int, ...], key: int) -> int:
+        return hops[(key + dpid) % len(hops)]
+
+
+SELECT_GROUPS = SelectGroups()
+STRIPED = Striped()
+POLICIES: dict[str, Forwarding] = {f.name: f for f in (SELECT_GROUPS, STRIPED)}
 
 
 @dataclass(frozen=True)
@@ -173,7 +215,7 @@ def plan(view: NetworkView) -> tuple[dict[int, _Plan], IPv4Network | None]:
 class _Materializer:
     """Turns next-hop sets into actions for one switch, per policy."""
 
-    def __init__(self, dpid: int, policy: str, suffixes: list[int]) -> None:
+    def __init__(self, dpid: int, policy: Forwarding, suffixes: list[int]) -> None:
         self.dpid = dpid
         self.policy = policy
         self.suffixes = suffixes
@@ -183,8 +225,8 @@ class _Materializer:
     def actions_for(self, hops: tuple[int, ...], key: int) -> tuple[Action, ...]:
         if len(hops) == 1:
             return (("output", hops[0]),)
-        if self.policy == "single_path":
-            return (("output", hops[(key + self.dpid) % len(hops)]),)
+        if not self.policy.groups:
+            return (("output", self.policy.pick(self.dpid, hops, key)),)
         gid = self._group_of.get(hops)
         if gid is None:
             gid = len(self._group_of) + 1
@@ -199,7 +241,7 @@ class _Materializer:
         return (("group", gid),)
 
     def default(self, supernet: IPv4Network, hops: tuple[int, ...]) -> None:
-        if self.policy == "single_path" and len(hops) > 1:
+        if not self.policy.groups and len(hops) > 1:
             # One entry per host address suffix: spreads destinations over uplinks
             # while each destination keeps one path.
             net, mask = int(supernet.network_address), int(supernet.netmask)
@@ -217,10 +259,13 @@ class _Materializer:
         self.rules.add_flow(FlowEntry(PRIO_DEFAULT, _ip_match(supernet), self.actions_for(hops, 0)))
 
 
-def compile_policy(view: NetworkView, policy: str) -> dict[int, SwitchRules]:
-    """Per-switch entries and groups implementing ``policy`` on the current view."""
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; valid: {', '.join(POLICIES)}")
+def compile_policy(view: NetworkView, policy: Forwarding | str) -> dict[int, SwitchRules]:
+    """Per-switch entries and groups implementing ``policy`` (a :class:`Forwarding`, or
+    the name of a built-in one) on the current view."""
+    if isinstance(policy, str):
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; valid: {', '.join(POLICIES)}")
+        policy = POLICIES[policy]
     plans, supernet = plan(view)
     suffixes = sorted({h.ip_int & 0xFF for h in view.hosts})
     out: dict[int, SwitchRules] = {}

@@ -15,8 +15,9 @@ Two ways to know the fabric:
   switches and links (``--observe-links`` is switched on automatically) and hosts are
   learned from their ARP packets on non-fabric ports.
 
-Apps are thin subclasses that set :attr:`FabricApp.POLICY` and may react to a switch's
-description (:meth:`FabricApp.switch_described`).
+Apps are thin subclasses that set :attr:`FabricApp.POLICY` (a
+:class:`~dcnlab.controller.compiler.Forwarding`: select groups, or one port per
+destination) and may react to a switch's description (:meth:`FabricApp.switch_described`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from ryu.lib import hub
 from ryu.ofproto import ofproto_v1_3 as ofp
 
 from dcnlab.controller import arp, ofmsg
-from dcnlab.controller.compiler import compile_policy
+from dcnlab.controller.compiler import SELECT_GROUPS, Forwarding, compile_policy
 from dcnlab.controller.rules import SwitchRules
 from dcnlab.controller.runtime import ENV_STATE_FILE, ENV_TOPOLOGY, write_state
 from dcnlab.controller.view import HostLocation, NetworkView
@@ -76,7 +77,7 @@ if discovery_mode():
 
 class FabricApp(app_manager.RyuApp):
     OFP_VERSIONS = [ofp.OFP_VERSION]
-    POLICY = "ecmp"
+    POLICY: Forwarding = SELECT_GROUPS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -113,10 +114,15 @@ class FabricApp(app_manager.RyuApp):
     def compiled(self) -> dict[int, SwitchRules]:
         """The policy compiled for the current view (recompiled when the view changed)."""
         if self._compiled_version != self.view.version:
-            self._compiled = compile_policy(self.view, self.POLICY)
+            self._compiled = self.compile(self.view)
             self._compiled_version = self.view.version
             self.counters["recompiles"] += 1
         return self._compiled
+
+    def compile(self, view: NetworkView) -> dict[int, SwitchRules]:
+        """Hook: the entries every switch must hold for ``view`` (an app may add its own
+        on top of the policy's, or replace them)."""
+        return compile_policy(view, self.POLICY)
 
     def push_changes(self) -> None:
         """Bring every connected switch to the current policy, sending differences only."""
@@ -179,7 +185,7 @@ class FabricApp(app_manager.RyuApp):
         rules = self.installed
         return {
             "app": self.__class__.__module__,
-            "policy": self.POLICY,
+            "policy": str(self.POLICY),
             "pid": os.getpid(),
             "mode": "discovery" if discovery_mode() else "topology",
             "expected": sorted(self.expected),

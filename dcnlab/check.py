@@ -1,20 +1,13 @@
 """``dcnlab check``: bring a network up, test it, print one JSON line.
 
 Every app is checked for connectivity (all-pairs ping) and for TCP transfers that
-complete, then for its own invariant:
-
-* ``ecmp``: concurrent inter-pod flows spread over the top tier (cores/spines), counted
-  from OpenFlow port statistics the app polls: at least 3 of 4 on a k=4 fat-tree;
-* ``spray``: on per-packet switches (``--switch ext``) one TCP flow's packets split
-  evenly over the source switch's uplinks (within 5 %); on hashing switches it is
-  ECMP and is checked as such;
-* ``single_path``: connectivity and completed transfers only;
-* ``uc3`` (on ``dumbbell``): Jain's fairness index of a group-A and a group-B long TCP
-  flow, with agents clamping windows (``jain``, at least 0.95), and without (``jain_plain``,
-  recorded only); see :mod:`dcnlab.uc3_check`;
-* ``tcppath`` and ``tfe``: congestion avoidance (:func:`tcppath_congestion`): with one
-  spine's path between two leaves loaded by a long transfer, at least 80 % of new
-  (elephant-marked) connections between those leaves are explored onto another spine.
+complete (16 concurrent inter-pod transfers; the bytes each top-tier switch carried are
+counted from OpenFlow port statistics), then for its scheme's own invariant, declared in
+its scheme (:mod:`dcnlab.schemes`, ``Scheme.check``): for example ECMP spreads the
+transfers over the top tier, spray splits one flow's packets evenly on ``ext``, TCP-Path
+explores around a loaded spine, UC3 equalises two flows with different RTTs.  Apps of no
+scheme (a module or file of your own) get the generic part only.  A scheme with host
+parts (agents) gets them created before the network and handed to its invariant.
 """
 
 from __future__ import annotations
@@ -25,17 +18,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from dcnlab.tcppath_check import TCPPATH_APPS, tcppath_congestion
-from dcnlab.topo.agents import AgentFiles
+from dcnlab.schemes import registry
+from dcnlab.schemes.base import CheckContext, HostSession, Scheme
 from dcnlab.topo.network import Network
 from dcnlab.topo.spec import TopologySpec, parse
-from dcnlab.uc3_check import uc3_fairness
 
 TOP_TIERS = ("core", "spine")
 FLOW_BYTES = "4M"
 TRANSFER_TIMEOUT = 120.0
-SPLIT_TOLERANCE = 0.05
-UC3_APPS = ("uc3", "dcnlab.apps.uc3")
 
 
 @dataclass
@@ -49,13 +39,6 @@ class CheckResult:
 
     def line(self) -> str:
         return json.dumps({**self.fields, "ok": self.ok, "failures": self.failures})
-
-
-def app_module(app: str) -> str:
-    """``ecmp`` -> ``dcnlab.apps.ecmp``; dotted names and file paths pass through."""
-    if "." in app or "/" in app:
-        return app
-    return f"dcnlab.apps.{app}"
 
 
 def _top_tier(spec: TopologySpec) -> list[str]:
@@ -162,25 +145,32 @@ def one_flow_split(net: Network, src: str, dst: str) -> tuple[bool, list[float]]
 
 def check(topo: str, app: str, switch: str = "ovs", select_mode: str = "random") -> CheckResult:
     spec = parse(topo)
+    scheme = registry.lookup(app)
     result = CheckResult({"topo": spec.spec, "app": app, "switch": switch})
-    env = {"DCNLAB_SELECT_MODE": select_mode}
-    options = {"select_mode": select_mode} if app == "spray" and switch == "ext" else None
-    uc3_files = AgentFiles.create() if app in UC3_APPS else None
-    if uc3_files is not None:
-        env.update(uc3_files.env())
+    env = {**(scheme.env if scheme else {}), "DCNLAB_SELECT_MODE": select_mode}
+    options = scheme.options_for(switch) if scheme else {}
+    if "select_mode" in options:
+        options["select_mode"] = select_mode
+    session: HostSession | None = None
+    if scheme is not None and scheme.host_parts is not None:
+        parts = registry.host_parts(scheme.host_parts)
+        session = parts.open(parts.default_interval)
+        env.update(session.app_env())
     started = time.time()
     try:
-        with Network(spec, app=app_module(app), switch=switch, app_env=env,
-                     switch_options=options, management=uc3_files is not None) as net:
-            _checks(net, spec, app, switch, result, started, uc3_files)
+        with Network(spec, app=registry.app_module(app), switch=switch, app_env=env,
+                     switch_options=options or None,
+                     management=session is not None and session.management) as net:
+            _checks(net, spec, switch, select_mode, result, started, scheme, session)
     finally:
-        if uc3_files is not None:
-            uc3_files.remove()
+        if session is not None:
+            session.stop(None)
     return result
 
 
-def _checks(net: Network, spec: TopologySpec, app: str, switch: str, result: CheckResult,
-            started: float, uc3_files: AgentFiles | None) -> None:
+def _checks(net: Network, spec: TopologySpec, switch: str, select_mode: str,
+            result: CheckResult, started: float, scheme: Scheme | None,
+            session: HostSession | None) -> None:
     result.fields["startup_s"] = round(time.time() - started, 1)
     loss = net.mn.pingAll(timeout=2)
     result.fields["pingall"] = round(1 - loss / 100.0, 4)
@@ -200,33 +190,15 @@ def _checks(net: Network, spec: TopologySpec, app: str, switch: str, result: Che
 
     carried = {n: after[n] - before.get(n, 0) for n in after}
     total = sum(carried.values())
-    used = sum(1 for v in carried.values() if total and v > 0.05 * total)
-    result.fields["cores_used"] = used
+    result.fields["cores_used"] = sum(1 for v in carried.values() if total and v > 0.05 * total)
     result.fields["cores"] = len(carried)
-    if app in ("ecmp", "spray") and carried:
-        need = min(3, len(carried))
-        if used < need:
-            result.failures.append(f"flows used {used} of {len(carried)} top-tier switches "
-                                   f"(need {need})")
 
+    if scheme is not None and scheme.check is not None:
+        ctx = CheckContext(net, spec, switch, select_mode, carried, pairs, session)
+        fields, failures = scheme.check(ctx)
+        result.fields.update(fields)
+        result.failures += failures
     state = net.state() or {}
-    if app == "spray" and switch == "ext":
-        done, share = one_flow_split(net, *pairs[0])
-        result.fields["per_packet_split"] = share
-        even = 1 / len(share)
-        if not done or any(abs(x - even) > SPLIT_TOLERANCE for x in share):
-            result.failures.append(f"one flow's packets split {share} over uplinks, "
-                                   f"expected {even:.2f} each within {SPLIT_TOLERANCE}")
-    if app in TCPPATH_APPS:
-        fields, failures = tcppath_congestion(net, spec)
-        result.fields.update(fields)
-        result.failures += failures
-        state = net.state() or {}
-    if uc3_files is not None:
-        fields, failures = uc3_fairness(net, spec, uc3_files)
-        result.fields.update(fields)
-        result.failures += failures
-        state = net.state() or {}
     result.fields["warnings"] = state.get("warnings", [])
     result.fields["ryu_errors"] = state.get("counters", {}).get("errors", 0)
     if result.fields["ryu_errors"]:

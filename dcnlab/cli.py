@@ -7,6 +7,7 @@
     dcnlab run   EXPERIMENT.yaml [--out DIR]                     comparative experiment
     dcnlab report DIR                                            re-render table and plots
     dcnlab topo  SPEC                                            describe a topology spec
+    dcnlab schemes                                               list the known schemes
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     _require_root()
     from mininet.cli import CLI
 
-    from dcnlab.check import app_module
+    from dcnlab.schemes.registry import app_module
     from dcnlab.topo.network import Network
 
     with Network(args.topo, app=app_module(args.app), switch=args.switch) as net:
@@ -97,6 +98,34 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _app_arg(text: str) -> str:
+    """A scheme's short name (``ecmp``), or a Ryu app module or file of one's own."""
+    from dcnlab.schemes import registry
+
+    if not registry.is_app_path(text):
+        try:
+            registry.get(text)
+        except registry.UnknownSchemeError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _cmd_schemes(args: argparse.Namespace) -> int:
+    from dcnlab.schemes import registry
+
+    rows = [("scheme", "seed", "app", "needs", "check on", "what it does")]
+    for scheme in registry.registry().schemes.values():
+        needs = [f"switch {'/'.join(scheme.requires_switch)}"] if scheme.requires_switch else []
+        if scheme.host_parts:
+            needs.append(f"agents {scheme.host_parts}")
+        rows.append((scheme.name, scheme.seed or "-", scheme.app, ", ".join(needs) or "-",
+                     scheme.check_topology or "any", scheme.summary))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1])
+    return 0
+
+
 def _cmd_topo(args: argparse.Namespace) -> int:
     spec = parse(args.spec)
     tiers: dict[str, int] = {}
@@ -116,8 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     def network_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--topo", required=True, type=_spec_arg,
                         help="topology spec, e.g. fattree:4 or spineleaf:4,4,4")
-        sp.add_argument("--app", required=True,
-                        help="app name (single_path, ecmp, spray, ...) or a Ryu module/file")
+        sp.add_argument("--app", required=True, type=_app_arg,
+                        help="scheme name (see `dcnlab schemes`) or a Ryu app module/file")
         sp.add_argument("--switch", default="ovs", choices=("ovs", "ext", "ofss"),
                         help="switch kind (default: ovs, userspace datapath)")
 
@@ -140,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="re-render table and plots from a results directory")
     rep.add_argument("dir")
     rep.set_defaults(func=_cmd_report)
+
+    schemes = sub.add_parser("schemes", help="list the known schemes and what they need")
+    schemes.set_defaults(func=_cmd_schemes)
 
     topo = sub.add_parser("topo", help="parse and describe a topology spec")
     topo.add_argument("spec", type=_spec_arg)

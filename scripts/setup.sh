@@ -73,7 +73,7 @@ if [ -f switch_ext/Cargo.toml ]; then
   (cd switch_ext && "$CARGO" build --release --locked --quiet)
 fi
 # -- UC3 host agent's BPF object ----------------------------------------------------
-bpf=controller/uc3_agent
+bpf=hosts/uc3_agent
 if [ ! -f $bpf/clamp.bpf.o ] || [ $bpf/clamp.bpf.c -nt $bpf/clamp.bpf.o ]; then
   say "building the host agent's BPF program ($bpf/clamp.bpf.o)"
   bash $bpf/build_bpf.sh

@@ -13,8 +13,8 @@ the load formula), ``marking`` (elephant ports/DSCP), ``tcpinfo`` (struct tcp_in
 ``agent`` (the per-host traffic process), ``replay`` (running agents for one flow list),
 ``spec`` + ``schema`` (YAML experiment specs), ``runner`` (run_experiment), ``metrics``
 (classes, percentiles, CIs, ratios), ``controller_stats`` (what the app did per run),
-``uc3_agents`` (UC3 host agents for ``agents: uc3`` schemes), ``fairness`` (Jain's index
-and throughput per period from receiver counts), ``results`` (files),
+``fairness`` (Jain's index and throughput per period from receiver counts), ``results``
+(files),
 ``table``/``plots``/``reporting`` (rendering), ``progress`` (the bar), ``environment``
 (versions and machine).
 """

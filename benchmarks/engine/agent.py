@@ -24,9 +24,9 @@ Receiver throughput (plan ``rx`` and ``rx_interval`` > 0): every rx_interval s f
 flow this host has received, TCP (as the kernel received it, see Agent.rx_counts) and
 UDP -- the format of benchmarks/longflows.py's sink, read back by fairness.py.
 
-UC3 cgroup (plan ``cgroup_procs``): the agent writes its PID there before it opens any
-socket, so a UC3 host agent's BPF program (attached to that cgroup) can clamp the
-congestion windows of the flows it sends.
+Host-parts cgroup (plan ``cgroup_procs``): the agent writes its PID there before it opens
+any socket, so a scheme's host agent with a BPF program attached to that cgroup (one
+that clamps congestion windows, say) governs the flows it sends.
 
 TCP flow protocol: the sender connects from (its ip, flow.sport) with flow.dscp as TOS,
 sends a 24-byte header (magic, version, flow id, size; size 2**64-1 = until EOF) and the

@@ -3,10 +3,11 @@
 The app writes its state file (DCNLAB_STATE_FILE) every stats interval; the runner reads
 it just before and just after each replay.  Counters are cumulative over the network's
 life (``network: per_scheme`` reuses one controller for several runs), so a run's share is
-the difference of the two snapshots.  Apps that install per-flow entries (tcppath, tfe)
-also keep a series of (wall time, entries over all switches); the run's table size is the
-mean and maximum of the samples that fall inside its replay.  Schemes without per-flow
-entries (ECMP, single path) report 0 entries, which is what they install per flow.
+the difference of the two snapshots.  Which counters become columns, and which state
+section holds a series of (wall time, per-flow entries over all switches), each scheme
+declares (``Scheme.controller`` in dcnlab.schemes); the run's table size is the mean and
+maximum of the samples that fall inside its replay.  Schemes without per-flow entries
+report 0 entries, which is what they install per flow.
 
 Everything here is informative: a missing or unreadable state gives empty cells, never an
 error, because the flows were measured regardless.
@@ -18,22 +19,23 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dcnlab.schemes import registry
+
 CONTROLLER_CSV = "controller.csv"
 
-# counter name in the app -> column.  Only the counters an app keeps appear.
-COUNTERS = {
-    "packet_in": "packet_in",
-    "tcppath_explorations": "explorations",
-    "tcppath_copy_packet_in": "copy_packet_in",
-    "tcppath_copy_packet_out": "copy_packet_out",
-    "tcppath_copies_sent": "copies_sent",
-    "tcppath_copy_late": "late_dropped",
-    "tcppath_copy_duplicate": "duplicate_dropped",
-    "tcppath_copy_unknown": "unknown_dropped",
-    "tcppath_not_elephant": "not_elephant",
-}
+
+def _declared_counters() -> dict[str, str]:
+    """Counter name in the app -> column: FabricApp's packet_in, then every scheme's.
+    Only the counters an app keeps get values."""
+    counters = {"packet_in": "packet_in"}
+    for scheme in registry.registry().schemes.values():
+        counters.update(scheme.controller.counters)
+    return counters
+
+
+COUNTERS = _declared_counters()
 COLUMNS = ["scheme", "load", "seed", "entries_mean", "entries_max", "entries_samples",
-           *COUNTERS.values()]
+           *dict.fromkeys(COUNTERS.values())]
 
 
 def snapshot(net: Any) -> dict[str, Any] | None:
@@ -46,8 +48,9 @@ def snapshot(net: Any) -> dict[str, Any] | None:
 
 
 def run_stats(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
-              t0: float, t1: float) -> dict[str, Any]:
-    """The controller's columns for one run that replayed from wall time t0 to t1."""
+              t0: float, t1: float, app: str = "") -> dict[str, Any]:
+    """The controller's columns for one run of ``app`` that replayed from wall time t0
+    to t1."""
     out: dict[str, Any] = {}
     if after is None:
         return out
@@ -56,7 +59,9 @@ def run_stats(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
     for name, column in COUNTERS.items():
         if name in end:
             out[column] = int(end[name]) - int(start.get(name, 0))
-    per_flow = after.get("tcppath")
+    scheme = registry.lookup(app) if app else None
+    section = scheme.controller.entries_section if scheme is not None else None
+    per_flow = after.get(section) if section else None
     if isinstance(per_flow, Mapping):
         values = entries_in_window(per_flow.get("series", []), t0, t1)
         if values:
@@ -83,16 +88,18 @@ def entries_in_window(series: Sequence[Any], t0: float, t1: float) -> list[int]:
 
 # ---------------------------------------------------------------------------- report
 
-# (column, label) in display order
-TABLE_ROWS = [
-    ("entries_mean", "per-flow entries, mean (all switches)"),
-    ("entries_max", "per-flow entries, max"),
-    ("explorations", "explorations"),
-    ("copy_packet_in", "exploration packet-ins"),
-    ("copy_packet_out", "exploration packet-outs"),
-    ("late_dropped", "late copies dropped"),
-    ("packet_in", "packet-ins (all)"),
-]
+def _table_rows() -> list[tuple[str, str]]:
+    """(column, label) in display order: table sizes, the schemes' labelled counters,
+    then all packet-ins."""
+    rows = {"entries_mean": "per-flow entries, mean (all switches)",
+            "entries_max": "per-flow entries, max"}
+    for scheme in registry.registry().schemes.values():
+        rows.update(scheme.controller.labels)
+    rows["packet_in"] = "packet-ins (all)"
+    return list(rows.items())
+
+
+TABLE_ROWS = _table_rows()
 
 
 def render(rows: Sequence[Mapping[str, Any]], schemes: Sequence[str], sweep: str) -> str:

@@ -13,8 +13,8 @@ files into:
   index, the mean before the UDP burst starts (the allocation's steady state, before
   UDP and the timeouts it causes), the mean and minimum during the burst, mean TCP /
   UDP / total throughput, mean TCP throughput during the burst (where reallocation
-  shows), and what the UC3 agents did (uc3_agents.py: clamps applied by BPF,
-  allocation updates);
+  shows), and the per-run counters of the scheme's host parts (``HostParts.columns`` in
+  dcnlab.schemes, e.g. clamps applied by the agents' BPF programs);
 - the summary across seeds (mean, 95% CI, paired ratio to the baseline, as metrics.py
   does for flows) and its text section in summary.txt.
 
@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from dcnlab.benchmarks import longflows
+from dcnlab.schemes import registry
 
 from .metrics import SummaryRow, mean_ci, ratio_ci
 from .table import fmt, ratio_interval
@@ -48,12 +49,15 @@ SERIES_CSV = "fairness_series.csv"
 RX_GLOB = "rx_*.jsonl"
 EPS = 1e-6  # grid times are k * period in floating point
 
-UC3_COLUMNS = ["clamps_applied", "clamps_lifted", "clamp_errors", "clamp_updates",
-               "agent_reports"]
+HOST_PARTS = list(registry.registry().host_parts.values())
+# every host-parts kind's per-run counters (empty for schemes without them)
+HOST_COLUMNS = list(dict.fromkeys(c for part in HOST_PARTS for c in part.columns))
+# (column, header, footnote) of host-parts counters shown in the summary table
+HOST_SUMMARY = [part.summary_column for part in HOST_PARTS if part.summary_column]
 COLUMNS = ["scheme", "load", "seed", "period", "measured_from", "measured_to", "udp_from",
            "udp_to", "periods", "flows", "jain_mean", "jain_min", "jain_pre_udp",
            "jain_udp_mean", "jain_udp_min", "tcp_mbps", "udp_mbps", "total_mbps",
-           "tcp_udp_mbps", *UC3_COLUMNS]
+           "tcp_udp_mbps", *HOST_COLUMNS]
 SERIES_COLUMNS = ["scheme", "load", "seed", "t", "flows", "jain", "tcp_mbps", "udp_mbps",
                   "total_mbps", "measured", "udp"]
 
@@ -63,8 +67,9 @@ Samples = list[tuple[float, dict[str, int]]]  # (t, {flow id: cumulative bytes})
 METRICS = [("jain_mean", "tcp"), ("jain_min", "tcp"), ("jain_pre_udp", "tcp"),
            ("jain_udp_mean", "tcp"),
            ("jain_udp_min", "tcp"), ("tcp_mbps", "tcp"), ("udp_mbps", "udp"),
-           ("total_mbps", "all"), ("tcp_udp_mbps", "tcp"), ("clamps_applied", "tcp")]
-NO_RATIO = {"clamps_applied"}  # counts: the baseline has none
+           ("total_mbps", "all"), ("tcp_udp_mbps", "tcp"),
+           *((column, "tcp") for column, _, _ in HOST_SUMMARY)]
+NO_RATIO = {column for column, _, _ in HOST_SUMMARY}  # counts: the baseline has none
 
 
 # ---------------------------------------------------------------------------- compute
@@ -266,7 +271,7 @@ def _scheme_row(scheme: str, cells: Mapping[str, SummaryRow | None],
             _cell(cells["jain_udp_min"], ".3f"), _cell(cells["tcp_mbps"]),
             _ratio(cells["tcp_mbps"], baseline), _cell(cells["tcp_udp_mbps"]),
             _ratio(cells["tcp_udp_mbps"], baseline), _cell(cells["total_mbps"]),
-            _cell(cells["clamps_applied"])]
+            *(_cell(cells[column]) for column, _, _ in HOST_SUMMARY)]
 
 
 def render(rows: Sequence[Mapping[str, Any]], summary: Sequence[SummaryRow],
@@ -292,7 +297,8 @@ def render(rows: Sequence[Mapping[str, Any]], summary: Sequence[SummaryRow],
     jain_udp = f"Jain min, UDP {udp}" if udp else "Jain min, UDP on"
     tcp_udp = f"TCP Mbit/s, UDP {udp}" if udp else "TCP Mbit/s, UDP on"
     header = ["scheme", "Jain (TCP)", "x Jain", "Jain before UDP", "x pre", jain_udp,
-              "TCP Mbit/s", "x TCP", tcp_udp, "x TCP UDP", "total Mbit/s", "clamps"]
+              "TCP Mbit/s", "x TCP", tcp_udp, "x TCP UDP", "total Mbit/s",
+              *(header for _, header, _ in HOST_SUMMARY)]
     for load in sorted({r.load for r in summary}):
         seeds = max((r.seeds for r in summary if r.load == load and r.metric == "jain_mean"),
                     default=0)
@@ -304,6 +310,5 @@ def render(rows: Sequence[Mapping[str, Any]], summary: Sequence[SummaryRow],
                   "  ".join("-" * w for w in widths)]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                   for r in body]
-    lines += ["", "clamps: cwnd clamps the UC3 agents' BPF programs applied to sockets "
-              "during the run (- : no agents)"]
+    lines += [""] + [f"{header}: {note}" for _, header, note in HOST_SUMMARY]
     return "\n".join(lines) + "\n"

@@ -55,7 +55,7 @@ class Endpoint:
     port_range: per flow kind, the source-port range the agent may move within when the
         flow's port is still in use (from marking.py).
     cgroup_procs: a ``cgroup.procs`` file the agent joins before opening sockets (the
-        host's UC3 agent cgroup, whose BPF program clamps the flows it sends).
+        cgroup of the scheme's host agent, whose BPF program governs the flows it sends).
     """
 
     name: str

@@ -13,14 +13,15 @@
       controller.csv    per run: the app's counter deltas and per-flow table size
                         (controller_stats.py)
       fairness.csv      per run, with agent.rx_interval > 0: Jain's index among the TCP
-                        flows and throughput over the receivers' periods, UC3 clamps
-                        (fairness.py); fairness_series.csv: the same per period
+                        flows and throughput over the receivers' periods, the host
+                        parts' counters (fairness.py); fairness_series.csv: the same per period
       summary.csv       per scheme, sweep value, metric and class: mean, CI, ratio, ratio CI
       summary.txt       the same as a readable table
       plots/*.png
       runs/<scheme>/seed<S>_<sweep><V>/   agent plans, raw records, receiver counts
                         (rx_<host>.jsonl) and logs
-      runs/<scheme>/network/uc3_agents/   UC3 host agents' logs and last status
+      runs/<scheme>/network/<agents>/     host agents' logs and last status (schemes with
+                                          host parts)
 """
 
 from __future__ import annotations

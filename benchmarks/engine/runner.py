@@ -7,10 +7,11 @@ Order of work:
    for every scheme -- and save them (workload.csv);
 3. per scheme, one network (``network: per_scheme``; ``per_run`` builds one per run),
    and on it every (seed, sweep value): agents on every host, replay, rows appended to
-   flows.csv at once, switch drop counters before/after;  a scheme with ``agents: uc3``
-   gets a management network and UC3 host agents in its TCP senders, whose traffic
-   agents join the UC3 agents' cgroups (uc3_agents.py);  with ``agent.rx_interval`` the
-   receivers' counts become fairness.csv / fairness_series.csv (fairness.py);
+   flows.csv at once, switch drop counters before/after;  a scheme with host parts
+   (``agents:``, declared in dcnlab.schemes) gets them in its TCP senders (and a
+   management network if they need one), and its traffic agents join their cgroups;
+   with ``agent.rx_interval`` the receivers' counts become fairness.csv /
+   fairness_series.csv (fairness.py);
 4. report(): summary table and plots.
 
 An agent that dies, or a network that fails, ends the experiment after the run in which
@@ -28,13 +29,16 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import controller_stats, environment, fairness, uc3_agents
+from dcnlab.schemes import registry
+from dcnlab.schemes.base import HostPartsError, HostSession
+
+from . import controller_stats, environment, fairness
 from .marking import assign_marks
 from .metrics import size_class
 from .progress import Progress
@@ -51,12 +55,9 @@ from .results import (
     write_csv,
     write_json,
 )
-from .spec import UC3_REPORT_INTERVAL, ExperimentSpec, Scheme, load_specs
+from .spec import NO_AGENTS, ExperimentSpec, Scheme, load_specs
 from .table import fmt
 from .workloads import Flow, generate
-
-if TYPE_CHECKING:
-    from dcnlab.topo.agents import HostAgents
 
 DEFAULT_RESULTS = Path("results")
 
@@ -275,58 +276,76 @@ def _run_scheme(state: _State, scheme: Scheme,
                 _run_one(state, net, scheme, seed, value, flows, agents)
 
 
+def tcp_senders(host_order: Iterable[str], runs: Iterable[Iterable[Flow]]) -> list[str]:
+    """Hosts that send TCP in any run, in topology order: they get the host parts."""
+    senders = {f.src for flows in runs for f in flows if f.kind == "tcp"}
+    return [h for h in host_order if h in senders]
+
+
+def switch_options(scheme: Scheme, kind: str, seed: int | None) -> dict[str, Any]:
+    """The switch kind's options: the registered scheme's defaults for that kind, then
+    the experiment's; per-run networks of ext switches are seeded with the run's seed."""
+    known = registry.lookup(scheme.app)
+    options = {**(known.options_for(kind) if known else {}), **scheme.switch_options}
+    if seed is not None and kind == "ext":
+        options.setdefault("seed", seed)  # per-run networks: the switch's randomness too
+    return options
+
+
 @contextmanager
 def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Flow]]
-             ) -> Iterator[tuple[Any, HostAgents | None]]:
-    """A started network for ``scheme`` (and its UC3 agents, if it has them) that will
-    carry ``runs``; stopped, with the agents, when the block ends."""
-    from dcnlab.topo.agents import AgentFiles, AgentStartError
+             ) -> Iterator[tuple[Any, HostSession | None]]:
+    """A started network for ``scheme`` (and its host parts, if it has them) that will
+    carry ``runs``; stopped, with the host parts, when the block ends."""
     from dcnlab.topo.network import EmulationWarning, Network, NetworkError
 
     spec = state.spec
     kind = scheme.switch or spec.switch
-    options = dict(scheme.switch_options)
-    if seed is not None and kind == "ext":
-        options.setdefault("seed", seed)  # per-run networks: the switch's randomness too
+    options = switch_options(scheme, kind, seed)
     run_dir = state.out / "runs" / scheme.name / (f"network_seed{seed}" if seed is not None
                                                   else "network")
     state.progress.set_phase(f"{scheme.name}: starting network ({spec.topology}, {kind})")
-    files = AgentFiles.create() if scheme.agents == "uc3" else None
+    session: HostSession | None = None
+    if scheme.agents not in (None, NO_AGENTS):
+        parts = registry.host_parts(str(scheme.agents))
+        session = parts.open(scheme.agents_interval or parts.default_interval)
     net = Network(spec.topology, app=scheme.app, switch=kind, run_dir=run_dir,
-                  app_env=uc3_agents.app_env(scheme.env, files) if files else scheme.env,
+                  app_env={**scheme.env, **(session.app_env() if session else {})},
                   app_args=scheme.app_args, switch_options=options or None,
-                  management=files is not None)
+                  management=session is not None and session.management)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", EmulationWarning)  # kept in net.warnings
             net.start()
     except NetworkError as exc:
-        if files is not None:
-            files.remove()
+        if session is not None:
+            session.stop(None)
         state.errors.append(f"scheme {scheme.name}: the network did not start: {exc}")
         raise _Stop from None
-    agents: HostAgents | None = None
+    started: HostSession | None = None
     try:
-        if files is not None:
-            hosts = uc3_agents.tcp_senders([h.name for h in net.spec.hosts], runs)
-            state.progress.set_phase(f"{scheme.name}: starting {len(hosts)} UC3 agents")
+        if session is not None:
+            hosts = tcp_senders([h.name for h in net.spec.hosts], runs)
+            state.progress.set_phase(f"{scheme.name}: starting {len(hosts)} "
+                                     f"{scheme.agents} agents")
             try:
-                agents = uc3_agents.start(net, files, hosts,
-                                          scheme.agents_interval or UC3_REPORT_INTERVAL)
-            except AgentStartError as exc:
-                state.errors.append(f"scheme {scheme.name}: UC3 agents: {exc}")
+                session.start(net, hosts)
+            except HostPartsError as exc:
+                state.errors.append(f"scheme {scheme.name}: {scheme.agents} agents: {exc}")
                 raise _Stop from None
+            started = session
         state.meta["networks"].append({
             "scheme": scheme.name, "seed": seed,
             "startup_s": round(net.startup_seconds or 0, 2), "warnings": net.warnings,
-            "uc3_agents": list(agents.hosts) if agents else [], "run_dir": str(run_dir)})
+            "agents": scheme.agents if started else None,
+            "agent_hosts": started.hosts if started else [], "run_dir": str(run_dir)})
         for message in net.warnings:
             state.progress.message(f"warning: {message}")
-        yield net, agents
+        yield net, started
     finally:
         try:
-            if files is not None:
-                uc3_agents.stop(agents, files, run_dir)
+            if session is not None:
+                session.stop(run_dir)
         finally:
             try:
                 net.stop()
@@ -335,14 +354,14 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
 
 
 def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
-             flows: list[Flow], agents: HostAgents | None = None) -> None:
+             flows: list[Flow], agents: HostSession | None = None) -> None:
     spec = state.spec
     label = f"seed{seed}_{spec.sweep}{fmt(value)}"
     run_dir = state.out / "runs" / scheme.name / label
     state.progress.set_phase(f"{scheme.name} seed {seed} {spec.sweep} {fmt(value)}")
     endpoints = {h.name: Endpoint(h.name, h.ip, net.host(h.name).popen, spec.agent.port,
                                   spec.congestion_for(h.name),
-                                  uc3_agents.cgroup_procs(agents, h.name))
+                                  agents.cgroup_procs(h.name) if agents else None)
                  for h in net.spec.hosts}
     marking = spec.marking
     ranges = {True: tuple(marking.elephant_ports) if marking.ports
@@ -351,7 +370,7 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     base = state.progress.done
     drops_before = _drops(net)
     app_before = controller_stats.snapshot(net)
-    uc3_before = uc3_agents.snapshot(agents, net) if agents else None
+    hosts_before = agents.counters(net) if agents else None
     began = time.monotonic()
     wall_began = time.time()
     try:
@@ -367,11 +386,11 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     wall_ended = time.time()
     drops_after = _drops(net)
     app = controller_stats.run_stats(app_before, controller_stats.snapshot(net),
-                                     wall_began, wall_ended)
+                                     wall_began, wall_ended, scheme.app)
     state.controller_csv.write([{"scheme": scheme.name, "load": value, "seed": seed, **app}])
-    uc3 = (uc3_agents.run_stats(uc3_before, uc3_agents.snapshot(agents, net))
-           if agents and uc3_before is not None else {})
-    fair = _fairness(state, scheme, seed, value, flows, run_dir, uc3)
+    hosts_run = (_counter_delta(hosts_before, agents.counters(net))
+                 if agents and hosts_before is not None else {})
+    fair = _fairness(state, scheme, seed, value, flows, run_dir, hosts_run)
     rows = flow_rows(spec, scheme.name, seed, value, flows, result)
     state.rows += state.flows_csv.write(rows)
     not_ok = sum(1 for r in rows if r["status"] != "ok")
@@ -387,19 +406,24 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
         "not_ok": not_ok, "elapsed_s": round(elapsed, 2),
         "replay_s": round(result.elapsed, 2), "agents": result.agents,
         "switch_drops": _delta(drops_before, drops_after), "controller": app,
-        "uc3": uc3 or None, "fairness": fair, "errors": result.errors,
+        "host_parts": hosts_run or None, "fairness": fair, "errors": result.errors,
         "run_dir": str(run_dir)})
     write_json(state.out / META_JSON, state.meta)
     state.progress.message(f"{scheme.name} seed {seed} {spec.sweep} {fmt(value)}: "
                            f"{len(flows)} flows, {not_ok} not ok, {elapsed:.1f} s")
-    dead = uc3_agents.dead_agents(agents) if agents else []
+    dead = agents.dead() if agents else []
     if result.errors or dead:
         state.errors += [f"run {scheme.name} {label}: {e}" for e in result.errors + dead]
         raise _Stop
 
 
+def _counter_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """A run's share of cumulative counters."""
+    return {k: after[k] - before.get(k, 0) for k in after}
+
+
 def _fairness(state: _State, scheme: Scheme, seed: int, value: float, flows: list[Flow],
-              run_dir: Path, uc3: dict[str, int]) -> dict[str, Any] | None:
+              run_dir: Path, host_counters: dict[str, int]) -> dict[str, Any] | None:
     """Jain's index and throughput per period from the receivers' counts (fairness.py):
     the run's row and series go to their CSVs; the row is returned for meta.json."""
     if state.fairness_csv is None or state.series_csv is None:
@@ -409,7 +433,7 @@ def _fairness(state: _State, scheme: Scheme, seed: int, value: float, flows: lis
     row, series = fairness.analyze_run(run_dir, flows, spec.agent.rx_interval or 0.0,
                                        spec.measure_window())
     state.series_csv.write({**key, **r} for r in series)
-    row = {**key, **row, **uc3}
+    row = {**key, **row, **host_counters}
     state.fairness_csv.write([row])
     return {k: v for k, v in row.items() if k not in key}
 

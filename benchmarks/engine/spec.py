@@ -13,22 +13,26 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
       jitter: 0
       buffer: 100                 #   packets, or a size: 64KB
       ecn: 20                     #   CE marking threshold, packets
-    schemes:                      # compared apps; a string is a module name
+    schemes:                      # compared schemes: a scheme's short name (`dcnlab
+      - ecmp                      #   schemes` lists them) or a Ryu app module/file
       - dcnlab.apps.ecmp          #   name = last component ("ecmp")
       - name: single
-        app: dcnlab.apps.single_path
-        env: {KEY: value}         #   extra environment for ryu-manager
+        app: single_path          #   short name or module
+        env: {KEY: value}         #   extra environment for ryu-manager (over the
+                                  #   scheme's defaults)
         switch: ext               #   [experiment's switch]
-        switch_options: {select_mode: random}   # passed to the switch kind; with
+        switch_options: {select_mode: random}   # passed to the switch kind, over the
+                                  #   scheme's defaults for that kind; with
                                   #   network: per_run, ext switches get seed: <run seed>
         app_args: []              #   extra ryu-manager arguments
-        agents: uc3               #   host agents the scheme needs: uc3 | none [uc3 for
-                                  #   dcnlab.apps.uc3, else none].  uc3: a management
-                                  #   network, dcnlab-agent in every TCP sender, the
-                                  #   traffic agents in the UC3 agents' cgroups
-        agents_interval: 0.1      #   s, the UC3 agents' report period [0.1]; each report
-                                  #   runs `ss` (~5 ms CPU) in every agent
-    baseline: ecmp                # [the scheme named "ecmp" if any, else the first]
+        agents: none              #   host parts (agents) the scheme needs: none or a
+                                  #   kind a scheme declares (`dcnlab schemes`) [the
+                                  #   scheme's own, else none]: started in every TCP
+                                  #   sender, the traffic agents join their cgroups
+        agents_interval: 0.1      #   s, the host agents' report period [the kind's
+                                  #   default]
+    baseline: ecmp                # [the first scheme of the registry's baseline (ECMP),
+                                  #  else the first scheme]
     workload:
       type: poisson               # poisson | incast | rps_static | rps_random | longlived
       ...                         # the type's parameters (workloads.py)
@@ -67,6 +71,7 @@ from typing import Any
 
 import yaml
 
+from dcnlab.schemes import registry
 from dcnlab.topo.spec import SpecError, TopologySpec
 from dcnlab.topo.spec import parse as parse_topology
 
@@ -78,11 +83,8 @@ from .workloads import WORKLOAD_TYPES, PoissonWorkload, Workload, WorkloadError,
 
 CONGESTION_FILE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 APP_PACKAGE = "dcnlab.apps"
-DEFAULT_BASELINE = "ecmp"
-UC3_APP = "dcnlab.apps.uc3"
-AGENT_KINDS = ("uc3", "none")
+NO_AGENTS = "none"
 RX_INTERVAL_LONGLIVED = 0.1  # the seed-004 paper's throughput period
-UC3_REPORT_INTERVAL = 0.1  # the paper's per-flow throughput measurement interval
 
 
 @dataclass(frozen=True)
@@ -117,10 +119,10 @@ class Scheme:
     switch: str | None = None
     switch_options: dict[str, Any] = schema.field({})
     app_args: list[str] = schema.field([])
-    # Host agents the scheme needs ("uc3" | "none"); None until parsed, then the default
-    # follows the app (see _agents_default).
-    agents: str | None = schema.field(None, choices=AGENT_KINDS)
-    # The UC3 agents' report period (per-flow RTT and throughput); None: the default.
+    # Host parts the scheme needs (a declared kind, or "none"); None until parsed, then
+    # the scheme's own (see _resolve).
+    agents: str | None = None
+    # The host agents' report period (per-flow RTT and throughput); None: the default.
     agents_interval: float | None = schema.field(None, unit="seconds", min=0.01, max=10.0)
 
 
@@ -396,14 +398,7 @@ def _schemes(value: Any, check_apps: bool) -> list[Scheme]:
             item = {"app": item}
         if isinstance(item, dict) and "name" not in item and isinstance(item.get("app"), str):
             item = {**item, "name": _default_name(item["app"])}
-        scheme = from_mapping(Scheme, item, where)
-        if scheme.agents is None:
-            scheme = replace(scheme, agents=_agents_default(scheme.app))
-        if scheme.agents_interval is not None and scheme.agents != "uc3":
-            raise SpecFileError(join(where, "agents_interval"), "only schemes with UC3 "
-                                "host agents (agents: uc3) have a report interval")
-        if scheme.agents == "uc3" and scheme.agents_interval is None:
-            scheme = replace(scheme, agents_interval=UC3_REPORT_INTERVAL)
+        scheme = _resolve(from_mapping(Scheme, item, where), where)
         if check_apps:
             _check_app(scheme.app, join(where, "app"))
         if scheme.switch is not None:
@@ -417,10 +412,28 @@ def _schemes(value: Any, check_apps: bool) -> list[Scheme]:
     return schemes
 
 
-def _agents_default(app: str) -> str:
-    """uc3 for the UC3 app (by module name or as a file apps/uc3.py), else none."""
-    parts = app.removesuffix(".py").replace(os.sep, ".").split(".")
-    return "uc3" if parts[-2:] == ["apps", "uc3"] else "none"
+def _resolve(scheme: Scheme, where: str) -> Scheme:
+    """A short name becomes its app module; the registered scheme's environment and host
+    parts fill what the file leaves out."""
+    try:
+        known = registry.lookup(scheme.app)
+    except registry.UnknownSchemeError as exc:
+        raise SpecFileError(join(where, "app"), str(exc)) from None
+    if known is not None:
+        scheme = replace(scheme, app=known.app if not registry.is_app_path(scheme.app)
+                         else scheme.app, env={**known.env, **scheme.env})
+    agents = scheme.agents
+    if agents is None:
+        agents = known.host_parts if known is not None and known.host_parts else NO_AGENTS
+    choices = (NO_AGENTS, *registry.host_part_names())
+    agents = schema.convert(agents, str, join(where, "agents"), {"choices": choices})
+    interval = scheme.agents_interval
+    if agents == NO_AGENTS and interval is not None:
+        raise SpecFileError(join(where, "agents_interval"), "only schemes with host agents "
+                            f"(agents: {' | '.join(choices[1:])}) have a report interval")
+    if agents != NO_AGENTS and interval is None:
+        interval = registry.host_parts(agents).default_interval
+    return replace(scheme, agents=agents, agents_interval=interval)
 
 
 def _default_name(app: str) -> str:
@@ -448,7 +461,11 @@ def _check_app(app: str, where: str) -> None:
 def _baseline(value: Any, schemes: list[Scheme]) -> str:
     names = [s.name for s in schemes]
     if value is None:
-        return DEFAULT_BASELINE if DEFAULT_BASELINE in names else names[0]
+        for s in schemes:
+            known = registry.lookup(s.app)
+            if known is not None and known.baseline:
+                return s.name
+        return names[0]
     text = str(schema.convert(value, str, "baseline"))
     if text not in names:
         raise SpecFileError("baseline", f"{text!r} is not a scheme name ({', '.join(names)})")

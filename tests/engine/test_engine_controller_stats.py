@@ -27,7 +27,7 @@ def test_counters_are_differences_between_snapshots() -> None:
 
 def test_entries_use_only_samples_inside_the_run() -> None:
     series = [[9.0, 500], [10.0, 2], [10.5, 4], [11.0, 6], [12.5, 900], ["bad"], None]
-    stats = cs.run_stats(None, _state({}, series), 10.0, 11.0)
+    stats = cs.run_stats(None, _state({}, series), 10.0, 11.0, "dcnlab.apps.tcppath")
     assert stats["entries_samples"] == 3
     assert stats["entries_mean"] == 4.0
     assert stats["entries_max"] == 6
@@ -35,6 +35,9 @@ def test_entries_use_only_samples_inside_the_run() -> None:
 
 def test_app_without_per_flow_entries_reports_zero_and_missing_state_nothing() -> None:
     assert cs.run_stats(None, _state({"packet_in": 3}), 0, 1)["entries_mean"] == 0.0
+    # the table size comes from the section the scheme declares, not from any section
+    ecmp = cs.run_stats(None, _state({}, [[0.5, 7]]), 0, 1, "dcnlab.apps.ecmp")
+    assert ecmp["entries_mean"] == 0.0
     assert cs.run_stats(_state({}), None, 0, 1) == {}
 
 

@@ -40,8 +40,9 @@ def test_uc3_scheme_runs_with_agents_and_is_fair(tmp_path: Path) -> None:
     spec: dict[str, Any] = {
         "name": "uc3mini", "topology": "dumbbell:4", "switch": "ext",
         "link": {"rate": "100M", "buffer": 50},
-        "schemes": [{"name": "conventional", "app": "dcnlab.apps.single_path"},
-                    {"name": "uc3", "app": "dcnlab.apps.uc3",
+        # short scheme names: the registry gives the app and the uc3 agents
+        "schemes": [{"name": "conventional", "app": "single_path"},
+                    {"name": "uc3", "app": "uc3",
                      "env": {"DCNLAB_UC3_INTERVAL": "0.05",
                              "DCNLAB_UC3_REALLOCATION": "0"}}],
         "baseline": "conventional",
@@ -56,8 +57,9 @@ def test_uc3_scheme_runs_with_agents_and_is_fair(tmp_path: Path) -> None:
     schemes = {s["name"]: s for s in meta["spec"]["schemes"]}
     assert schemes["uc3"]["agents"] == "uc3" and schemes["conventional"]["agents"] == "none"
     networks = {n["scheme"]: n for n in meta["networks"]}
-    assert networks["uc3"]["uc3_agents"] == ["h1", "h2", "h3", "h4"]
-    assert networks["conventional"]["uc3_agents"] == []
+    assert networks["uc3"]["agent_hosts"] == ["h1", "h2", "h3", "h4"]
+    assert networks["uc3"]["agents"] == "uc3"
+    assert networks["conventional"]["agent_hosts"] == []
 
     fair = {r["scheme"]: r for r in csv_rows(out / "fairness.csv")}
     assert set(fair) == {"conventional", "uc3"}

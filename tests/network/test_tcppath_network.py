@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from dcnlab.check import tcppath_congestion
-from dcnlab.controller import tcppath_frames as frames
+from dcnlab.schemes.tcppath import frames
 from dcnlab.topo.network import Network
 from dcnlab.topo.spec import TopologySpec
 

@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from dcnlab.topo.agents import AgentFiles, HostAgents
+from dcnlab.schemes.uc3.agents import AgentFiles, HostAgents
+from dcnlab.schemes.uc3.check import MIN_JAIN, fairness_run, rtt_pair
 from dcnlab.topo.network import Network
-from dcnlab.uc3_check import MIN_JAIN, fairness_run, rtt_pair
 
 pytestmark = [
     pytest.mark.network,

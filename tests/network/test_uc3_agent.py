@@ -36,8 +36,8 @@ SETTLE_S, MEASURE_S = 1.5, 3.0
 
 DRIVER = r'''
 import sys, time
-from dcnlab.controller.uc3_agent.bpf import Tuple4
-from dcnlab.controller.uc3_agent.client import AgentClient
+from dcnlab.hosts.uc3_agent.bpf import Tuple4
+from dcnlab.hosts.uc3_agent.client import AgentClient
 secret = open(sys.argv[1], "rb").read().strip()
 client = AgentClient("127.0.0.1", int(sys.argv[2]), secret, refresh_s=0.3).start()
 print("connected" if client.wait_connected(10) else "not connected", flush=True)
@@ -137,7 +137,7 @@ def test_clamps_follow_allocations_and_fail_open(files: dict[str, Path]) -> None
         tag = f"{net.prefix}uc3"
         try:
             with open(files["log"], "w") as log:
-                agent = h1.popen([py, "-m", "dcnlab.controller.uc3_agent", "--listen",
+                agent = h1.popen([py, "-m", "dcnlab.hosts.uc3_agent", "--listen",
                                   "127.0.0.1", "--port", str(AGENT_PORT), "--secret-file",
                                   str(files["secret"]), "--timeout", "2", "--interval", "0.2",
                                   "--tag", tag, "--state-file", str(files["state"])],

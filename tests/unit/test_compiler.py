@@ -22,7 +22,7 @@ from dcnlab.topo.spec import parse
 
 SPECS = ["fattree:4", "fattree:6", "fattree:8", "spineleaf:4,4,20", "threelayer",
          "dumbbell:16,2,4"]
-POLICIES = ["ecmp", "single_path"]
+POLICIES = ["groups", "striped"]
 
 
 @cache
@@ -46,7 +46,7 @@ def _check_all_pairs(view: NetworkView, net: FakeNetwork, policy: str,
             where = f"{src.ip} -> {dst.ip}"
             assert trace.clean, f"{where}: {trace}"
             assert set(trace.paths) == {dst.ip}, f"{where}: delivered to {trace.paths}"
-            if policy == "single_path":
+            if policy == "striped":
                 assert trace.paths[dst.ip] == 1, where
             elif expected_paths is not None:
                 assert trace.paths[dst.ip] == expected_paths[src.dpid, dst.dpid], where
@@ -94,11 +94,11 @@ def test_single_link_failure_recompiles_to_full_reachability(spec: str, policy: 
 
 def test_failure_changes_only_affected_switches() -> None:
     view = NetworkView.from_topology(parse("fattree:4"))
-    before = compile_policy(view, "ecmp")
+    before = compile_policy(view, "groups")
     edge = next(d for d in view.switches if view.graph.nodes[d]["tier"] == "edge")
     agg = next(iter(view.graph.adj[edge]))
     view.set_port_up(edge, view.graph.edges[edge, agg]["ports"][edge], False)
-    after = compile_policy(view, "ecmp")
+    after = compile_policy(view, "groups")
     changed = {d for d in view.switches if before[d] != after[d]}
     assert edge in changed and agg in changed
     assert len(changed) < len(view.switches)  # the other pods' edges keep their entries
@@ -113,7 +113,7 @@ def test_aggregation_keeps_tables_small(k: int) -> None:
         # base entries (3) + own hosts/racks/pods (<= k) + default or suffix entries (<= k/2)
         assert most <= 3 + k + k // 2 + 2, (policy, most)
         groups = max(len(r.groups) for r in rules.values())
-        assert groups <= (1 if policy == "ecmp" else 0)
+        assert groups <= (1 if policy == "groups" else 0)
 
 
 def test_arbitrary_addresses_fall_back_to_host_routes() -> None:
@@ -134,7 +134,7 @@ def test_arbitrary_addresses_fall_back_to_host_routes() -> None:
 def test_unknown_destinations_are_dropped_not_looped() -> None:
     view = NetworkView.from_topology(parse("fattree:4"))
     net = FakeNetwork(view)
-    net.install(compile_policy(view, "ecmp"))
+    net.install(compile_policy(view, "groups"))
     src = view.hosts[0]
     for ghost in ("10.0.0.9", "10.0.7.1", "10.3.1.77", "10.9.0.1", "192.0.2.1"):
         dst = HostLocation(ghost, "02:00:00:00:00:99", 0, 0)
@@ -144,7 +144,7 @@ def test_unknown_destinations_are_dropped_not_looped() -> None:
 
 def test_host_entries_only_on_their_switch() -> None:
     view = NetworkView.from_topology(parse("fattree:4"))
-    rules = compile_policy(view, "ecmp")
+    rules = compile_policy(view, "groups")
     for dpid, r in rules.items():
         hosts = [f for f in r.flows if f.priority == PRIO_HOST]
         assert len(hosts) == len(view.hosts_on(dpid))
@@ -153,7 +153,7 @@ def test_host_entries_only_on_their_switch() -> None:
 def test_ecmp_groups_rotate_bucket_order_per_switch() -> None:
     # Same hash at every hop must not pick the same bucket position (hash polarization).
     view = NetworkView.from_topology(parse("fattree:4"))
-    rules = compile_policy(view, "ecmp")
+    rules = compile_policy(view, "groups")
     orders = {tuple(b.watch_port for b in g.buckets) for r in rules.values()
               for g in r.groups.values()}
     assert len(orders) > 1

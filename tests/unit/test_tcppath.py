@@ -16,10 +16,11 @@ from ryu.ofproto import ofproto_v1_3_parser as parser
 
 from dcnlab.apps.tcppath import TcpPath
 from dcnlab.apps.tfe import Tfe, parse_filter
-from dcnlab.controller import tcppath_frames as frames
 from dcnlab.controller.oftable import FakeDatapath, FakeNetwork, packet_ints, tcp_packet
-from dcnlab.controller.tcppath_rules import COOKIE_TCPPATH, PRIO_FLOW, port_prefixes
-from dcnlab.controller.tcppath_state import (
+from dcnlab.controller.view import HostLocation, NetworkView
+from dcnlab.schemes.tcppath import frames
+from dcnlab.schemes.tcppath.rules import COOKIE_TCPPATH, PRIO_FLOW, port_prefixes
+from dcnlab.schemes.tcppath.state import (
     Attachment,
     ConfirmError,
     FlowKey,
@@ -27,7 +28,6 @@ from dcnlab.controller.tcppath_state import (
     TcpPathState,
     Verdict,
 )
-from dcnlab.controller.view import HostLocation, NetworkView
 from dcnlab.topo.spec import parse
 
 SPINES, LEAVES = (1, 2, 3, 4), (5, 6, 7, 8)

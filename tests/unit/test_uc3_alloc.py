@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dcnlab.controller.uc3_alloc import (
+from dcnlab.schemes.uc3.alloc import (
     Allocator,
     AllocConfig,
     AllocError,

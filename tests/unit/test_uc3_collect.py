@@ -6,10 +6,11 @@ import pytest
 
 from dcnlab.benchmarks.longflows import jain, rates, series
 from dcnlab.controller.compiler import compile_policy
-from dcnlab.controller.uc3_agent.bpf import Tuple4
-from dcnlab.controller.uc3_agent.protocol import FlowStats
-from dcnlab.controller.uc3_alloc import Allocator, Rounding
-from dcnlab.controller.uc3_collect import (
+from dcnlab.controller.view import NetworkView
+from dcnlab.hosts.uc3_agent.bpf import Tuple4
+from dcnlab.hosts.uc3_agent.protocol import FlowStats
+from dcnlab.schemes.uc3.alloc import Allocator, Rounding
+from dcnlab.schemes.uc3.collect import (
     FlowTable,
     LinkLoad,
     PathError,
@@ -17,8 +18,7 @@ from dcnlab.controller.uc3_collect import (
     competing,
     link_capacities,
 )
-from dcnlab.controller.uc3_config import ConfigError, Uc3Config, parse_agents
-from dcnlab.controller.view import NetworkView
+from dcnlab.schemes.uc3.config import ConfigError, Uc3Config, parse_agents
 from dcnlab.topo.spec import parse
 
 
@@ -29,7 +29,7 @@ def _stats(src: str, sport: int, dst: str, tput: float, rtt_us: float = 10_000) 
 def test_dumbbell_paths_share_the_core_link() -> None:
     spec = parse("dumbbell:4")
     view = NetworkView.from_topology(spec)
-    compiled = compile_policy(view, "single_path")
+    compiled = compile_policy(view, "striped")
     finder = PathFinder()
     server = spec.host("h7").ip
     p1 = finder.path(view, compiled, spec.host("h1").ip, server)
@@ -46,7 +46,7 @@ def test_outside_flows_pool_at_the_data_center_edge() -> None:
     # dumbbell:4,2,1: h2 (A'') sends from behind the outside switch s3, h1 (A') from s1.
     spec = parse("dumbbell:4,2,1")
     view = NetworkView.from_topology(spec)
-    compiled = compile_policy(view, "single_path")
+    compiled = compile_policy(view, "striped")
     server = spec.host("h7").ip
     a1, a2 = spec.host("h1").ip, spec.host("h2").ip
     paths = {Tuple4(ip, 40000, server, 5400): PathFinder().path(view, compiled, ip, server)
@@ -65,7 +65,7 @@ def test_outside_flows_pool_at_the_data_center_edge() -> None:
 def test_ecmp_rules_are_not_one_path() -> None:
     spec = parse("fattree:4")
     view = NetworkView.from_topology(spec)
-    compiled = compile_policy(view, "ecmp")
+    compiled = compile_policy(view, "groups")
     with pytest.raises(PathError):
         PathFinder().path(view, compiled, "10.0.0.1", "10.3.1.2")
 

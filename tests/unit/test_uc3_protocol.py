@@ -8,9 +8,9 @@ import struct
 
 import pytest
 
-from dcnlab.controller.uc3_agent import protocol as proto
-from dcnlab.controller.uc3_agent.bpf import Tuple4
-from dcnlab.controller.uc3_agent.flows import FlowSampler, parse_ss
+from dcnlab.hosts.uc3_agent import protocol as proto
+from dcnlab.hosts.uc3_agent.bpf import Tuple4
+from dcnlab.hosts.uc3_agent.flows import FlowSampler, parse_ss
 
 SECRET = b"s" * 32
 FLOW = Tuple4("10.0.0.1", 40000, "10.0.1.1", 5201)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dcnlab.benchmarks.longflows import jain, load, rates
-from dcnlab.topo.agents import AgentFiles, HostAgents
+from dcnlab.schemes.uc3.agents import AgentFiles, HostAgents
 from dcnlab.topo.spec import TopologySpec
 
 RUN_S = 14.0

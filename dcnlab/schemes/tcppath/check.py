@@ -15,7 +15,6 @@ from typing import Any
 from dcnlab.topo.network import Network
 from dcnlab.topo.spec import TopologySpec
 
-TCPPATH_APPS = ("tcppath", "tfe", "dcnlab.apps.tcppath", "dcnlab.apps.tfe")
 CONGESTION_PROBES = 21
 CONGESTION_MIN_AVOIDED = 0.8
 BACKGROUND_SPORT = 40000  # source ports above 30000: TFE treats these flows as elephants

@@ -11,7 +11,7 @@ Plain data, no Ryu, unit-testable:
 - :func:`link_capacities`: each egress's rate in bit/s from the topology spec (or one
   override for all).
 - :class:`FlowTable`: the agents' latest reports per flow, the per-link competing flows
-  derived from them, and the :class:`~dcnlab.controller.uc3_alloc.FlowInput` per active
+  derived from them, and the :class:`~dcnlab.schemes.uc3.alloc.FlowInput` per active
   flow for one allocation round.
 - :class:`LinkLoad`: link load (bit/s) from successive OpenFlow port counters.
 """
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 from dcnlab.controller.oftable import FakeNetwork, packet_ints, tcp_packet
 from dcnlab.controller.rules import SwitchRules
-from dcnlab.controller.uc3_agent.bpf import Tuple4
-from dcnlab.controller.uc3_agent.protocol import FlowStats
-from dcnlab.controller.uc3_alloc import FlowInput
 from dcnlab.controller.view import NetworkView
+from dcnlab.hosts.uc3_agent.bpf import Tuple4
+from dcnlab.hosts.uc3_agent.protocol import FlowStats
+from dcnlab.schemes.uc3.alloc import FlowInput
 from dcnlab.topo.spec import TopologySpec
 
 Link = tuple[int, int]  # (dpid, egress port)

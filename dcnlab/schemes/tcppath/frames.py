@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ryu.lib.packet import ethernet, ipv4, packet, tcp
 
-from dcnlab.controller.tcppath_state import FlowKey
+from dcnlab.schemes.tcppath.state import FlowKey
 
 ETH_TYPE_EXPLORATION = 0x88B5
 MAGIC = b"TCPP"

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from dcnlab.controller.uc3_agent.agent import DEFAULT_PORT
-from dcnlab.controller.uc3_alloc import AllocConfig, Rounding, ShareMethod
+from dcnlab.hosts.uc3_agent.agent import DEFAULT_PORT
+from dcnlab.schemes.uc3.alloc import AllocConfig, Rounding, ShareMethod
 
 ENV_AGENTS = "DCNLAB_UC3_AGENTS"
 ENV_AGENT_PORT = "DCNLAB_UC3_AGENT_PORT"

@@ -1,4 +1,4 @@
-"""``python -m dcnlab.controller.uc3_agent`` (console script ``dcnlab-agent``)."""
+"""``python -m dcnlab.hosts.uc3_agent`` (console script ``dcnlab-agent``)."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from dcnlab.controller.uc3_config import ENV_AGENTS, ENV_SECRET_FILE
+from dcnlab.schemes.uc3.config import ENV_AGENTS, ENV_SECRET_FILE
 
 DEFAULT_AGENT_PORT = 6690
 START_TIMEOUT_S = 30.0
@@ -109,7 +109,7 @@ class HostAgents:
             for host in self.hosts:
                 with open(self._log(host), "wb") as log:
                     self.procs[host] = self.net.host(host).popen(
-                        [sys.executable, "-m", "dcnlab.controller.uc3_agent",
+                        [sys.executable, "-m", "dcnlab.hosts.uc3_agent",
                          "--listen", self.net.management_ip(host), "--port", str(self.port),
                          "--secret-file", str(self.files.secret),
                          "--interval", f"{self.interval_s:g}",

@@ -43,8 +43,8 @@ from dcnlab.controller.rules import (
     FlowEntry,
     match,
 )
-from dcnlab.controller.tcppath_frames import ETH_TYPE_EXPLORATION, TCP_ACK, TCP_SYN
-from dcnlab.controller.tcppath_state import Exploration, Flow, FlowKey
+from dcnlab.schemes.tcppath.frames import ETH_TYPE_EXPLORATION, TCP_ACK, TCP_SYN
+from dcnlab.schemes.tcppath.state import Exploration, Flow, FlowKey
 
 PRIO_EXPLORATION_PUNT = PRIO_PUNT
 PRIO_FLOW = 800

@@ -1,0 +1,148 @@
+"""What a scheme declares, as data: the seams the engine, ``dcnlab check`` and the CLI use.
+
+A scheme is a controller app plus whatever else it needs: switch options, a switch kind
+it requires, parts on the end hosts (agents, a transport), an invariant that ``dcnlab
+check`` tests, and extra columns for the results.  The generic code (engine, check,
+experiment schema, CLI) only reads these declarations; it never names a scheme.
+
+Declarations live in :mod:`dcnlab.schemes` (one module or package per scheme family,
+found by :mod:`dcnlab.schemes.registry`).  Importing a declaration must stay cheap: no
+Ryu, no Mininet, no network; heavy parts are imported inside the callables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+# ---------------------------------------------------------------------------- check
+
+
+@dataclass
+class CheckContext:
+    """What a scheme's check invariant gets: the running network and the run's choices.
+
+    ``net`` is a started :class:`dcnlab.topo.network.Network`; ``spec`` its topology;
+    ``carried`` bytes each top-tier switch (cores/spines) sent during the 16 concurrent
+    transfers of the generic part of the check; ``pairs`` those transfers' (src, dst);
+    ``hosts`` the scheme's host parts session, if it has one.
+    """
+
+    net: Any
+    spec: Any
+    switch: str
+    select_mode: str
+    carried: dict[str, int]
+    pairs: list[tuple[str, str]]
+    hosts: HostSession | None = None
+
+
+# fields for the JSON line, failure messages
+CheckOutcome = tuple[dict[str, Any], list[str]]
+CheckFn = Callable[[CheckContext], CheckOutcome]
+
+
+# ---------------------------------------------------------------------------- hosts
+
+
+class HostSession(Protocol):
+    """A scheme's host-side parts in one network: created before the network (files the
+    app must be told about), started in the hosts after it, stopped before it."""
+
+    @property
+    def management(self) -> bool:
+        """Whether the controller must reach the hosts over a management network."""
+
+    def app_env(self) -> dict[str, str]:
+        """Environment the controller app needs to find the host parts."""
+
+    def start(self, net: Any, hosts: Sequence[str]) -> None:
+        """Start in ``hosts`` and wait until the app can use them; raises
+        :class:`HostPartsError` with the reason otherwise."""
+
+    @property
+    def hosts(self) -> list[str]:
+        """Hosts the parts run in (empty before start)."""
+
+    def cgroup_procs(self, host: str) -> str | None:
+        """A cgroup.procs file traffic senders in ``host`` join before opening sockets,
+        so the host parts govern their flows; None when there is none."""
+
+    def counters(self, net: Any) -> dict[str, int]:
+        """Cumulative counters now (their columns: :attr:`HostParts.columns`)."""
+
+    def dead(self) -> list[str]:
+        """One message per part that exited unexpectedly."""
+
+    def stop(self, run_dir: Path | None) -> None:
+        """Stop everything started; keep logs under ``run_dir`` (if given); remove files."""
+
+
+class HostPartsError(RuntimeError):
+    """Host parts did not come up; the message says why (with a log tail)."""
+
+
+@dataclass(frozen=True)
+class HostParts:
+    """A kind of host-side parts, chosen in experiment files as ``agents: <name>``."""
+
+    name: str
+    summary: str
+    # (report interval in s) -> a session; creates its files, starts nothing yet
+    open: Callable[[float], HostSession]
+    default_interval: float = 0.1
+    # per-run counter columns (deltas of HostSession.counters), in fairness.csv
+    columns: tuple[str, ...] = ()
+    # (column, header, footnote) shown in the fairness summary table
+    summary_column: tuple[str, str, str] | None = None
+
+
+# ---------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class ControllerColumns:
+    """Counters an app keeps (state file ``counters``) that become controller.csv columns,
+    and per-flow table sizes read from a section of the state file."""
+
+    counters: Mapping[str, str] = field(default_factory=dict)  # app counter -> column
+    labels: Mapping[str, str] = field(default_factory=dict)  # column -> summary row label
+    # state-file section holding {"series": [[wall time, entries], ...]}; None: the
+    # scheme installs no per-flow entries (it reports 0)
+    entries_section: str | None = None
+
+
+# ---------------------------------------------------------------------------- scheme
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One scheme: a Ryu app and what it needs around it.
+
+    ``switch_options`` are per switch kind (``{"ext": {"select_mode": "random"}}``) and
+    are defaults: an experiment's own ``switch_options`` win.  ``env`` is the app's default
+    environment, likewise overridable.  ``requires_switch`` names the switch kinds the
+    scheme needs to do what it claims (others still forward, with the app's warning).
+    ``host_parts`` names a :class:`HostParts` kind started in the sending hosts.
+    ``check`` is the scheme's own invariant for ``dcnlab check``; ``check_topology`` a
+    topology spec on which that invariant means something (the CLI's hint).
+    """
+
+    name: str
+    app: str
+    summary: str
+    seed: str = ""  # the paper it reproduces ("000".."004"), if any
+    env: Mapping[str, str] = field(default_factory=dict)
+    switch_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    requires_switch: tuple[str, ...] = ()
+    host_parts: str | None = None
+    check: CheckFn | None = None
+    check_topology: str | None = None
+    controller: ControllerColumns = field(default_factory=ControllerColumns)
+    # the reference other schemes are compared with when an experiment names none
+    baseline: bool = False
+
+    def options_for(self, switch: str) -> dict[str, Any]:
+        return dict(self.switch_options.get(switch, {}))

@@ -1,0 +1,59 @@
+"""TCP-Path and TFE (seed 001): SYN-driven path exploration, first-arrival locking.
+
+This package is the schemes' home: :mod:`.state` (per-flow state machine), :mod:`.rules`
+(punt and per-flow entries as data), :mod:`.frames` (exploration frames), :mod:`.check`
+(the ``dcnlab check`` invariant: new connections avoid a loaded spine).  The Ryu apps
+are ``apps/tcppath.py`` and ``apps/tfe.py``; benchmarks ``benchmarks/tcppath_setup.py``
+and ``benchmarks/tfe_table_size.py``.
+"""
+
+from __future__ import annotations
+
+from ..base import CheckContext, CheckOutcome, ControllerColumns, Scheme
+
+# app counter -> controller.csv column, and the summary's label for it
+_COUNTERS = {
+    "tcppath_explorations": ("explorations", "explorations"),
+    "tcppath_copy_packet_in": ("copy_packet_in", "exploration packet-ins"),
+    "tcppath_copy_packet_out": ("copy_packet_out", "exploration packet-outs"),
+    "tcppath_copies_sent": ("copies_sent", None),
+    "tcppath_copy_late": ("late_dropped", "late copies dropped"),
+    "tcppath_copy_duplicate": ("duplicate_dropped", None),
+    "tcppath_copy_unknown": ("unknown_dropped", None),
+    "tcppath_not_elephant": ("not_elephant", None),
+}
+CONTROLLER = ControllerColumns(
+    counters={name: column for name, (column, _) in _COUNTERS.items()},
+    labels={column: label for column, label in _COUNTERS.values() if label},
+    entries_section="tcppath",
+)
+
+
+def congestion_avoided(ctx: CheckContext) -> CheckOutcome:
+    from .check import tcppath_congestion
+
+    return tcppath_congestion(ctx.net, ctx.spec)
+
+
+SCHEMES = [
+    Scheme(
+        name="tcppath",
+        app="dcnlab.apps.tcppath",
+        summary="SYNs explored through the data plane, first arrival locks the path, "
+                "the SYN-ACK confirms it; non-TCP takes ECMP routes",
+        seed="001",
+        check=congestion_avoided,
+        check_topology="spineleaf:4,4,4",
+        controller=CONTROLLER,
+    ),
+    Scheme(
+        name="tfe",
+        app="dcnlab.apps.tfe",
+        summary="TCP-Path for elephants only (source port above 30000 or nonzero DSCP); "
+                "other flows take ECMP",
+        seed="001",
+        check=congestion_avoided,
+        check_topology="spineleaf:4,4,4",
+        controller=CONTROLLER,
+    ),
+]

@@ -1,0 +1,1 @@
+"""Code that runs on end hosts (``dcnlab.hosts``): agents and host-side transports."""
