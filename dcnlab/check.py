@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dcnlab.schemes import registry
-from dcnlab.schemes.base import CheckContext, HostSession, Scheme
+from dcnlab.schemes.base import CheckContext, HostSession, Scheme, with_topology_options
 from dcnlab.topo.network import Network
 from dcnlab.topo.spec import TopologySpec, parse
 
@@ -94,8 +94,9 @@ def _fresh_stats(net: Network, after: float, timeout: float = 10.0) -> None:
 
 
 def run_transfers(net: Network, pairs: list[tuple[str, str]],
-                  timeout: float = TRANSFER_TIMEOUT) -> int:
-    """Concurrent iperf3 transfers of FLOW_BYTES each; returns how many completed."""
+                  timeout: float = TRANSFER_TIMEOUT, congestion: str | None = None) -> int:
+    """Concurrent iperf3 transfers of FLOW_BYTES each (with TCP congestion control
+    ``congestion``, or the hosts' default); returns how many completed."""
     servers, clients = [], []
     try:
         for i, (_, dst) in enumerate(pairs):
@@ -105,7 +106,7 @@ def run_transfers(net: Network, pairs: list[tuple[str, str]],
             ip = net.host(dst).IP()
             clients.append(net.host(src).popen(
                 ["iperf3", "-c", ip, "-p", str(5201 + i), "-n", FLOW_BYTES, "--connect-timeout",
-                 "3000"]))
+                 "3000", *(["-C", congestion] if congestion else [])]))
         deadline = time.time() + timeout
         done = 0
         for proc in clients:
@@ -144,9 +145,13 @@ def one_flow_split(net: Network, src: str, dst: str) -> tuple[bool, list[float]]
 
 
 def check(topo: str, app: str, switch: str = "ovs", select_mode: str = "random") -> CheckResult:
-    spec = parse(topo)
     scheme = registry.lookup(app)
+    spec = parse(with_topology_options(topo, scheme.topology_options if scheme else ()))
     result = CheckResult({"topo": spec.spec, "app": app, "switch": switch})
+    why = scheme.refuses(switch) if scheme else None
+    if why is not None:
+        result.failures.append(why)
+        return result
     env = {**(scheme.env if scheme else {}), "DCNLAB_SELECT_MODE": select_mode}
     options = scheme.options_for(switch) if scheme else {}
     if "select_mode" in options:
@@ -180,7 +185,7 @@ def _checks(net: Network, spec: TopologySpec, switch: str, select_mode: str,
     pairs = inter_pod_pairs(spec, 16)
     before = _core_bytes(net, spec)
     t0 = time.time()
-    done = run_transfers(net, pairs)
+    done = run_transfers(net, pairs, congestion=scheme.congestion if scheme else None)
     _fresh_stats(net, time.time())
     after = _core_bytes(net, spec)
     result.fields.update(tcp_flows=len(pairs), tcp_completed=done,

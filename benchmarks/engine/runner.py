@@ -55,7 +55,7 @@ from .results import (
     write_csv,
     write_json,
 )
-from .spec import NO_AGENTS, ExperimentSpec, Scheme, load_specs
+from .spec import NO_AGENTS, ExperimentSpec, Scheme, load_specs, scheme_topology
 from .table import fmt
 from .workloads import Flow, generate
 
@@ -304,12 +304,13 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
     options = switch_options(scheme, kind, seed)
     run_dir = state.out / "runs" / scheme.name / (f"network_seed{seed}" if seed is not None
                                                   else "network")
-    state.progress.set_phase(f"{scheme.name}: starting network ({spec.topology}, {kind})")
+    topology = scheme_topology(spec, scheme)
+    state.progress.set_phase(f"{scheme.name}: starting network ({topology}, {kind})")
     session: HostSession | None = None
     if scheme.agents not in (None, NO_AGENTS):
         parts = registry.host_parts(str(scheme.agents))
         session = parts.open(scheme.agents_interval or parts.default_interval)
-    net = Network(spec.topology, app=scheme.app, switch=kind, run_dir=run_dir,
+    net = Network(topology, app=scheme.app, switch=kind, run_dir=run_dir,
                   app_env={**scheme.env, **(session.app_env() if session else {})},
                   app_args=scheme.app_args, switch_options=options or None,
                   management=session is not None and session.management)
@@ -360,7 +361,7 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     run_dir = state.out / "runs" / scheme.name / label
     state.progress.set_phase(f"{scheme.name} seed {seed} {spec.sweep} {fmt(value)}")
     endpoints = {h.name: Endpoint(h.name, h.ip, net.host(h.name).popen, spec.agent.port,
-                                  spec.congestion_for(h.name),
+                                  scheme.congestion or spec.congestion_for(h.name),
                                   agents.cgroup_procs(h.name) if agents else None)
                  for h in net.spec.hosts}
     marking = spec.marking

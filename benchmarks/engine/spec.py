@@ -31,6 +31,8 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
                                   #   sender, the traffic agents join their cgroups
         agents_interval: 0.1      #   s, the host agents' report period [the kind's
                                   #   default]
+        congestion: dctcp         #   TCP congestion control of this scheme's senders
+                                  #   [the scheme's own, else the experiment's]
     baseline: ecmp                # [the first scheme of the registry's baseline (ECMP),
                                   #  else the first scheme]
     workload:
@@ -72,6 +74,7 @@ from typing import Any
 import yaml
 
 from dcnlab.schemes import registry
+from dcnlab.schemes.base import with_topology_options
 from dcnlab.topo.spec import SpecError, TopologySpec
 from dcnlab.topo.spec import parse as parse_topology
 
@@ -124,6 +127,8 @@ class Scheme:
     agents: str | None = None
     # The host agents' report period (per-flow RTT and throughput); None: the default.
     agents_interval: float | None = schema.field(None, unit="seconds", min=0.01, max=10.0)
+    # TCP congestion control of the scheme's senders; None: the experiment's per host.
+    congestion: str | None = None
 
 
 @dataclass(frozen=True)
@@ -278,6 +283,7 @@ def parse_spec(data: Any, source: Path | None = None,
     _check_switch(switch, "switch")
 
     schemes = _schemes(data.get("schemes"), check_apps)
+    _check_scheme_needs(schemes, switch, topo.spec)
     baseline = _baseline(data.get("baseline"), schemes)
 
     wtype, workload = _workload(data.get("workload"))
@@ -412,6 +418,23 @@ def _schemes(value: Any, check_apps: bool) -> list[Scheme]:
     return schemes
 
 
+def _check_scheme_needs(schemes: list[Scheme], switch: str, topology: str) -> None:
+    """Each registered scheme's switch kind and topology options, checked up front."""
+    for i, scheme in enumerate(schemes):
+        known = registry.lookup(scheme.app)
+        if known is None:
+            continue
+        where = join("schemes", i)
+        why = known.refuses(scheme.switch or switch)
+        if why is not None:
+            raise SpecFileError(join(where, "switch"), why)
+        try:
+            parse_topology(with_topology_options(topology, known.topology_options))
+        except SpecError as exc:
+            raise SpecFileError(where, f"the topology options of scheme {known.name} "
+                                f"({', '.join(known.topology_options)}): {exc}") from None
+
+
 def _resolve(scheme: Scheme, where: str) -> Scheme:
     """A short name becomes its app module; the registered scheme's environment and host
     parts fill what the file leaves out."""
@@ -433,7 +456,22 @@ def _resolve(scheme: Scheme, where: str) -> Scheme:
                             f"(agents: {' | '.join(choices[1:])}) have a report interval")
     if agents != NO_AGENTS and interval is None:
         interval = registry.host_parts(agents).default_interval
-    return replace(scheme, agents=agents, agents_interval=interval)
+    congestion = scheme.congestion
+    if congestion is None and known is not None:
+        congestion = known.congestion
+    if congestion is not None:
+        available = _available_congestion()
+        if available is not None and congestion not in available:
+            raise SpecFileError(join(where, "congestion"), f"{congestion!r} is not available "
+                                f"on this machine (available: {', '.join(sorted(available))})")
+    return replace(scheme, agents=agents, agents_interval=interval, congestion=congestion)
+
+
+def scheme_topology(spec: ExperimentSpec, scheme: Scheme) -> str:
+    """The topology spec string of ``scheme``'s networks: the experiment's, plus the
+    options its registered scheme adds (a queue discipline, say)."""
+    known = registry.lookup(scheme.app)
+    return with_topology_options(spec.topology, known.topology_options if known else ())
 
 
 def _default_name(app: str) -> str:

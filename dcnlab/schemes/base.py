@@ -123,9 +123,12 @@ class Scheme:
 
     ``switch_options`` are per switch kind (``{"ext": {"select_mode": "random"}}``) and
     are defaults: an experiment's own ``switch_options`` win.  ``env`` is the app's default
-    environment, likewise overridable.  ``requires_switch`` names the switch kinds the
-    scheme needs to do what it claims (others still forward, with the app's warning).
-    ``host_parts`` names a :class:`HostParts` kind started in the sending hosts.
+    environment, likewise overridable.  ``requires_switch`` names the only switch kinds the
+    scheme can run on (an experiment or check on another kind is refused);
+    ``topology_options`` are topology-spec options its networks get on top of the
+    experiment's (a queue discipline on the switch ports, say: ``dcnlab topo`` documents
+    them).  ``host_parts`` names a :class:`HostParts` kind started in the sending hosts;
+    ``congestion`` the TCP congestion control its senders use (None: the experiment's).
     ``check`` is the scheme's own invariant for ``dcnlab check``; ``check_topology`` a
     topology spec on which that invariant means something (the CLI's hint).
     """
@@ -137,7 +140,9 @@ class Scheme:
     env: Mapping[str, str] = field(default_factory=dict)
     switch_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     requires_switch: tuple[str, ...] = ()
+    topology_options: tuple[str, ...] = ()
     host_parts: str | None = None
+    congestion: str | None = None
     check: CheckFn | None = None
     check_topology: str | None = None
     controller: ControllerColumns = field(default_factory=ControllerColumns)
@@ -146,3 +151,18 @@ class Scheme:
 
     def options_for(self, switch: str) -> dict[str, Any]:
         return dict(self.switch_options.get(switch, {}))
+
+    def refuses(self, switch: str) -> str | None:
+        """Why the scheme cannot run on switch kind ``switch``; None when it can."""
+        if self.requires_switch and switch not in self.requires_switch:
+            return (f"scheme {self.name} runs only on switch kind "
+                    f"{' or '.join(self.requires_switch)}, not {switch}")
+        return None
+
+
+def with_topology_options(topology: str, options: Sequence[str]) -> str:
+    """``topology`` (a spec string) with ``options`` appended (``fattree:4`` + ``ecn=20``
+    -> ``fattree:4,ecn=20``)."""
+    if not options:
+        return topology
+    return topology + ("," if ":" in topology else ":") + ",".join(options)

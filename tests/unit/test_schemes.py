@@ -10,8 +10,9 @@ import pytest
 
 from dcnlab.benchmarks.engine import controller_stats, fairness
 from dcnlab.benchmarks.engine.schema import SpecFileError
-from dcnlab.benchmarks.engine.spec import parse_spec
+from dcnlab.benchmarks.engine.spec import parse_spec, scheme_topology
 from dcnlab.schemes import registry
+from dcnlab.schemes.base import Scheme, with_topology_options
 from dcnlab.schemes.uc3 import engine as uc3_engine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,3 +95,44 @@ def test_generic_code_names_no_scheme() -> None:
                     found.append(f"{path.relative_to(ROOT)}:{line}: {text!r}")
     assert not found, "generic code names a scheme (declare it in dcnlab/schemes):\n" \
         + "\n".join(found)
+
+
+@pytest.fixture
+def with_scheme(monkeypatch: pytest.MonkeyPatch):
+    """The real registry plus one scheme made for the test."""
+    def add(scheme: Scheme) -> None:
+        real = registry.registry()
+        extended = registry.Registry({**real.schemes, scheme.name: scheme}, real.host_parts)
+        monkeypatch.setattr(registry, "registry", lambda: extended)
+    return add
+
+
+def test_a_scheme_that_needs_ext_is_refused_on_ovs(with_scheme) -> None:
+    with_scheme(Scheme("needs_ext", "dcnlab.apps.ecmp_needs_ext", "t",
+                       requires_switch=("ext",)))
+    with pytest.raises(SpecFileError, match=r"schemes\[0\]\.switch: scheme needs_ext runs "
+                                            "only on switch kind ext, not ovs"):
+        parse_spec(_spec(schemes=["needs_ext"]), check_apps=False)
+    ok = parse_spec(_spec(schemes=[{"app": "needs_ext", "switch": "ext"}]), check_apps=False)
+    assert ok.schemes[0].switch == "ext"
+
+
+def test_scheme_topology_options_and_congestion_reach_its_networks(with_scheme) -> None:
+    with_scheme(Scheme("marked", "dcnlab.apps.marked", "t", topology_options=("ecn=20",),
+                       congestion="reno"))
+    spec = parse_spec(_spec(schemes=["ecmp", "marked", {"app": "marked", "name": "m2",
+                                                        "congestion": "cubic"}]),
+                      check_apps=False)
+    assert [s.congestion for s in spec.schemes] == [None, "reno", "cubic"]
+    assert scheme_topology(spec, spec.schemes[0]) == "fattree:4"
+    assert scheme_topology(spec, spec.schemes[1]) == "fattree:4,ecn=20"
+    with_scheme(Scheme("bad", "dcnlab.apps.bad", "t", topology_options=("ecn=lots",)))
+    with pytest.raises(SpecFileError, match=r"schemes\[0\]: the topology options of scheme "
+                                            "bad"):
+        parse_spec(_spec(schemes=["bad"]), check_apps=False)
+
+
+def test_with_topology_options() -> None:
+    assert with_topology_options("fattree:4", ()) == "fattree:4"
+    assert with_topology_options("twopath", ("rate=10M", "ecn=5")) == "twopath:rate=10M,ecn=5"
+    assert with_topology_options("fattree:4,rate=10M", ("ecn=5",)) == "fattree:4,rate=10M,ecn=5"
