@@ -61,7 +61,6 @@ from typing import Any
 from ryu.lib import hub
 
 from dcnlab.controller.fabric_app import FabricApp, discovery_mode
-from dcnlab.controller.runtime import ENV_TOPOLOGY
 from dcnlab.controller.uc3_agent import protocol as proto
 from dcnlab.controller.uc3_agent.bpf import Tuple4
 from dcnlab.controller.uc3_agent.client import AgentPool
@@ -77,7 +76,8 @@ from dcnlab.controller.uc3_collect import (
     link_capacities,
 )
 from dcnlab.controller.uc3_config import ConfigError, Uc3Config, read_agents
-from dcnlab.topo.spec import EXTERNAL_TIER, TopologySpec
+from dcnlab.model.runtime import ENV_TOPOLOGY
+from dcnlab.model.topology import EXTERNAL_TIER, TopologySpec
 
 DEFAULT_CAPACITY_BPS = 1e9
 AGENTS_RELOAD_S = 0.5

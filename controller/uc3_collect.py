@@ -28,7 +28,7 @@ from dcnlab.controller.uc3_agent.bpf import Tuple4
 from dcnlab.controller.uc3_agent.protocol import FlowStats
 from dcnlab.controller.uc3_alloc import FlowInput
 from dcnlab.controller.view import NetworkView
-from dcnlab.topo.spec import TopologySpec
+from dcnlab.model.topology import TopologySpec
 
 Link = tuple[int, int]  # (dpid, egress port)
 MAX_HOPS = 64

@@ -63,7 +63,7 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Node, RemoteController, Switch
 
-from dcnlab.controller.runtime import ENV_STATE_FILE, ENV_TOPOLOGY, read_state
+from dcnlab.model.runtime import ENV_STATE_FILE, ENV_TOPOLOGY, read_state
 
 from .management import add_management, management_address
 from .mininet_topos import DcnHost, DcnTCLink, SpecTopo
