@@ -47,6 +47,7 @@ from dcnlab.model.runtime import (
     ENV_STATE_FILE,
     ENV_STATS_INTERVAL,
     ENV_TOPOLOGY,
+    ControllerState,
     write_state,
 )
 from dcnlab.model.topology import TopologySpec
@@ -179,7 +180,7 @@ class FabricApp(app_manager.RyuApp):
             return self.expected <= self.synced
         return bool(self.datapaths) and set(self.datapaths) <= self.synced
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> ControllerState:
         """The snapshot written to DCNLAB_STATE_FILE; subclasses add their own section."""
         rules = self.installed
         return {

@@ -63,7 +63,7 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Node, RemoteController, Switch
 
-from dcnlab.model.runtime import ENV_STATE_FILE, ENV_TOPOLOGY, read_state
+from dcnlab.model.runtime import ENV_STATE_FILE, ENV_TOPOLOGY, ControllerState, read_state
 
 from .management import add_management, management_address
 from .mininet_topos import DcnHost, DcnTCLink, SpecTopo
@@ -453,7 +453,7 @@ class Network:
             raise NetworkError("this network has no management network (management=True)")
         return management_address(self.spec, host)
 
-    def state(self) -> dict[str, Any] | None:
+    def state(self) -> ControllerState | None:
         """The app's last state (DCNLAB_STATE_FILE), or None if it wrote none."""
         return read_state(str(self.state_file))
 
