@@ -275,7 +275,8 @@ def _twopath(args: list[int], params: LinkParams) -> _Builder:
 
 
 _FAMILIES: dict[str, tuple[Callable[[list[int], LinkParams], _Builder], LinkParams]] = {
-    # Default rates keep userspace switches far from saturation (DESIGN.md).
+    # Default rates keep userspace switches far from saturation: OVS userspace carries
+    # ~0.5-1.2 Gbit/s on this machine (docs/platform.md).
     "fattree": (_fattree, LinkParams(rate_mbit=100.0)),
     "spineleaf": (_spineleaf, LinkParams(rate_mbit=10.0)),
     "threelayer": (_threelayer, LinkParams(rate_mbit=10.0)),
