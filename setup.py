@@ -14,18 +14,17 @@ _SUBPACKAGES = ("controller", "apps", "topo", "benchmarks", "hosts")
 
 
 def _packages() -> tuple[list[str], dict[str, str]]:
-    packages = ["dcnlab"]
-    package_dir = {"dcnlab": "dcnlab"}
-    for root, _dirs, files in os.walk("dcnlab"):  # dcnlab's own subpackages (schemes...)
-        if root != "dcnlab" and "__init__.py" in files:
-            name = root.replace(os.sep, ".")
-            packages.append(name)
-            package_dir[name] = root
-    for top in _SUBPACKAGES:
+    packages: list[str] = []
+    package_dir: dict[str, str] = {}
+    # dcnlab/ itself and its own subpackages (dcnlab.model), then the mapped directories.
+    # Every package must be listed: a wheel carries only those (an editable install would
+    # find an unlisted dcnlab/<sub> anyway and hide the omission).
+    tops = [("dcnlab", "")] + [(top, "dcnlab.") for top in _SUBPACKAGES]
+    for top, prefix in tops:
         for root, _dirs, files in os.walk(top):
             if "__init__.py" not in files:
                 continue
-            name = "dcnlab." + root.replace(os.sep, ".")
+            name = prefix + root.replace(os.sep, ".")
             packages.append(name)
             package_dir[name] = root
     return packages, package_dir

@@ -18,7 +18,7 @@ from ryu.ofproto import ofproto_v1_3 as ofp
 
 from dcnlab.controller.compiler import SELECT_GROUPS
 from dcnlab.controller.fabric_app import FabricApp
-from dcnlab.controller.runtime import ENV_SELECT_MODE
+from dcnlab.model.runtime import ENV_SELECT_MODE
 
 SWITCH_EXT_EXPERIMENTER = 0x00DC0001
 EXP_SET_SELECT_MODE = 1

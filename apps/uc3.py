@@ -62,10 +62,11 @@ from ryu.lib import hub
 
 from dcnlab.controller.compiler import STRIPED
 from dcnlab.controller.fabric_app import FabricApp, discovery_mode
-from dcnlab.controller.runtime import ENV_TOPOLOGY
 from dcnlab.hosts.uc3_agent import protocol as proto
 from dcnlab.hosts.uc3_agent.bpf import Tuple4
 from dcnlab.hosts.uc3_agent.client import AgentPool
+from dcnlab.model.runtime import ENV_TOPOLOGY
+from dcnlab.model.topology import EXTERNAL_TIER, TopologySpec
 from dcnlab.schemes.uc3.alloc import Allocation, Allocator, AllocError
 from dcnlab.schemes.uc3.collect import (
     FlowTable,
@@ -78,7 +79,6 @@ from dcnlab.schemes.uc3.collect import (
     link_capacities,
 )
 from dcnlab.schemes.uc3.config import ConfigError, Uc3Config, read_agents
-from dcnlab.topo.spec import EXTERNAL_TIER, TopologySpec
 
 DEFAULT_CAPACITY_BPS = 1e9
 AGENTS_RELOAD_S = 0.5

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from dcnlab.benchmarks.engine.cdf import load_cdf
+from dcnlab.model.runtime import ControllerState
 from dcnlab.topo.network import Network
 from dcnlab.topo.spec import TopologySpec, parse
 
@@ -46,7 +47,7 @@ def _pairs(spec: TopologySpec, n: int, seed: int) -> list[tuple[str, str]]:
 
 
 def _run(spec: TopologySpec, app: str, pairs: list[tuple[str, str]],
-         per_pair: int) -> tuple[list[float], dict[str, Any]]:
+         per_pair: int) -> tuple[list[float], ControllerState | None]:
     with Network(spec, app=app) as net:
         servers = [h.popen([*TOOL, "serve", "--port", str(PORT)]) for h in net.hosts]
         time.sleep(0.5)
@@ -61,7 +62,7 @@ def _run(spec: TopologySpec, app: str, pairs: list[tuple[str, str]],
                 latencies += [r["connect_s"] for r in json.loads(out)["connections"]
                               if r["ok"]]
             time.sleep(0.5)
-            state = net.state() or {}
+            state = net.state()
         finally:
             for p in servers:
                 p.kill()
@@ -76,15 +77,16 @@ def _summary(lat: list[float]) -> dict[str, Any]:
             "mean_ms": round(float(a.mean()), 3)}
 
 
-def overhead(spec: TopologySpec, state: dict[str, Any]) -> dict[str, Any]:
+def overhead(spec: TopologySpec, state: ControllerState | None) -> dict[str, Any]:
+    """Exploration overhead from the tcppath app's state (zeros when it wrote none)."""
     leaves = {str(s.dpid) for s in spec.switches if s.tier in ("leaf", "edge", "rack")}
     ns = sum(1 for s in spec.switches if s.tier == "spine")
     nl = len(leaves)
-    tp = state.get("tcppath", {})
-    explorations = state.get("counters", {}).get("tcppath_explorations", 0)
-    at_leaves = sum(n for d, n in tp.get("copies_in", {}).items() if d in leaves)
+    tp = state.get("tcppath") if state else None
+    explorations = state["counters"].get("tcppath_explorations", 0) if state else 0
+    at_leaves = sum(n for d, n in tp["copies_in"].items() if d in leaves) if tp else 0
     per_expl = at_leaves / explorations if explorations else 0.0
-    copy_bytes = tp.get("copy_bytes", 0)
+    copy_bytes = tp["copy_bytes"] if tp else 0
     out: dict[str, Any] = {"spines": ns, "leaves": nl, "explorations": explorations,
                            "copies_at_leaves_per_exploration": round(per_expl, 2),
                            "paper_copies_at_leaves": ns * (nl - 1),

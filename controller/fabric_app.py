@@ -4,7 +4,7 @@ It owns the conversation with the switches: it keeps the network view, answers A
 compiles the app's policy into entries (:mod:`dcnlab.controller.compiler`), pushes
 only the differences when the view changes (port down/up, hosts learned), resyncs a
 switch that (re)connects, polls port statistics, and reports its state to
-``DCNLAB_STATE_FILE`` (:mod:`dcnlab.controller.runtime`).
+``DCNLAB_STATE_FILE`` (:mod:`dcnlab.model.runtime`).
 
 Two ways to know the fabric:
 
@@ -43,11 +43,16 @@ from ryu.ofproto import ofproto_v1_3 as ofp
 from dcnlab.controller import arp, ofmsg
 from dcnlab.controller.compiler import SELECT_GROUPS, Forwarding, compile_policy
 from dcnlab.controller.rules import SwitchRules
-from dcnlab.controller.runtime import ENV_STATE_FILE, ENV_TOPOLOGY, write_state
 from dcnlab.controller.view import HostLocation, NetworkView
-from dcnlab.topo.spec import TopologySpec
+from dcnlab.model.runtime import (
+    ENV_STATE_FILE,
+    ENV_STATS_INTERVAL,
+    ENV_TOPOLOGY,
+    ControllerState,
+    write_state,
+)
+from dcnlab.model.topology import TopologySpec
 
-ENV_STATS_INTERVAL = "DCNLAB_STATS_INTERVAL"
 STATE_WRITE_PERIOD = 0.2
 MAX_WARNINGS = 20
 # Discovery mode: until LLDP has been quiet this long, a port that looks host-facing may
@@ -181,7 +186,8 @@ class FabricApp(app_manager.RyuApp):
             return self.expected <= self.synced
         return bool(self.datapaths) and set(self.datapaths) <= self.synced
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> ControllerState:
+        """The snapshot written to DCNLAB_STATE_FILE; subclasses add their own section."""
         rules = self.installed
         return {
             "app": self.__class__.__module__,

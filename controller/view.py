@@ -18,7 +18,7 @@ from functools import cached_property
 
 import networkx as nx
 
-from dcnlab.topo.spec import TopologySpec
+from dcnlab.model.topology import TopologySpec
 
 
 @dataclass(frozen=True)

@@ -312,6 +312,32 @@ class OvsInstance:
 
 
 # ---------------------------------------------------------------------------
+# Reading ovs-ofctl output
+
+_PORT_RE = re.compile(r"^\s*port\s+(\S+?):\s*rx\s+(.*?)\n\s*tx\s+(.*?)$", re.MULTILINE)
+_FIELD_RE = re.compile(r"(\w+)=(\d+|\?)")
+
+
+def parse_port_stats(text: str) -> dict[int | str, dict[str, int | None]]:
+    """Parse ``ovs-ofctl -O OpenFlow13 dump-ports`` output.
+
+    Returns {port: {"rx_pkts": .., "rx_bytes": .., "rx_drop": .., "rx_errs": ..,
+    "tx_pkts": .., "tx_bytes": .., "tx_drop": .., "tx_errs": .., ...}}; the bridge's own
+    port is "LOCAL"; counters OVS reports as "?" are None.
+    """
+    stats: dict[int | str, dict[str, int | None]] = {}
+    for match in _PORT_RE.finditer(text):
+        name, rx, tx = match.groups()
+        port: int | str = int(name) if name.isdigit() else name
+        row: dict[str, int | None] = {}
+        for direction, fields in (("rx", rx), ("tx", tx)):
+            for key, value in _FIELD_RE.findall(fields):
+                row[f"{direction}_{key}"] = None if value == "?" else int(value)
+        stats[port] = row
+    return stats
+
+
+# ---------------------------------------------------------------------------
 # Process helpers: act only on a PID we recorded, and tolerate PID reuse.
 
 

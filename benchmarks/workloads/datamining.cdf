@@ -1,5 +1,6 @@
-# Data mining flow sizes (VL2 study, Greenberg et al. SIGCOMM 2009), as listed in
-# DESIGN.md.  Columns: flow size in bytes, cumulative probability; linear interpolation.
+# Data mining flow sizes, the distribution published with the VL2 study (Greenberg et
+# al., SIGCOMM 2009).  Columns: flow size in bytes, cumulative probability; linear
+# interpolation.
 0 0
 180 0.1
 216 0.2

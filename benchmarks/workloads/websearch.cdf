@@ -1,6 +1,6 @@
-# Web search flow sizes (DCTCP study, Alizadeh et al. SIGCOMM 2010), as listed in
-# DESIGN.md.  Columns: flow size in bytes, cumulative probability.  Sizes between two
-# points are interpolated linearly (uniform within each segment).
+# Web search flow sizes, the distribution published with the DCTCP study (Alizadeh et
+# al., SIGCOMM 2010).  Columns: flow size in bytes, cumulative probability.  Sizes
+# between two points are interpolated linearly (uniform within each segment).
 0 0
 10000 0.15
 20000 0.2

@@ -10,14 +10,16 @@ from scipy import stats
 
 from dcnlab.benchmarks.engine.cdf import CdfError, builtin_names, load_cdf, parse_cdf_text
 
-# DESIGN.md's tables, to check the shipped files against.
+# The published distributions, to check the shipped files against: web search from the
+# DCTCP study (Alizadeh et al., SIGCOMM 2010), data mining from the VL2 study
+# (Greenberg et al., SIGCOMM 2009).
 WEB_SEARCH = [(0, 0), (10000, .15), (20000, .2), (30000, .3), (50000, .4), (80000, .53),
               (200000, .6), (1e6, .7), (2e6, .8), (5e6, .9), (1e7, .97), (3e7, 1)]
 DATA_MINING = [(0, 0), (180, .1), (216, .2), (560, .3), (900, .4), (1100, .5), (1870, .6),
                (3160, .7), (10000, .8), (400000, .9), (3160000, .95), (1e8, .98), (1e9, 1)]
 
 
-def test_builtin_files_match_the_design_tables() -> None:
+def test_builtin_files_match_the_published_tables() -> None:
     assert {"websearch", "datamining"} <= set(builtin_names())
     for name, table in (("websearch", WEB_SEARCH), ("datamining", DATA_MINING)):
         cdf = load_cdf(name)

@@ -138,7 +138,7 @@ from ryu.base import app_manager
 from ryu.controller import ofp_event
 from ryu.controller.handler import CONFIG_DISPATCHER, set_ev_cls
 from ryu.ofproto import ofproto_v1_3
-from dcnlab.controller.runtime import ENV_STATE_FILE, ENV_TOPOLOGY, write_state
+from dcnlab.model.runtime import ENV_STATE_FILE, ENV_TOPOLOGY, write_state
 
 
 class StateApp(app_manager.RyuApp):

@@ -13,11 +13,13 @@ import pytest
 from ryu.lib.packet import ethernet, ipv4, packet, tcp
 from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
+from state_schema import mismatches
 
 from dcnlab.apps.tcppath import TcpPath
 from dcnlab.apps.tfe import Tfe, parse_filter
 from dcnlab.controller.oftable import FakeDatapath, FakeNetwork, packet_ints, tcp_packet
 from dcnlab.controller.view import HostLocation, NetworkView
+from dcnlab.model.runtime import ControllerState
 from dcnlab.schemes.tcppath import frames
 from dcnlab.schemes.tcppath.rules import COOKIE_TCPPATH, PRIO_FLOW, port_prefixes
 from dcnlab.schemes.tcppath.state import (
@@ -402,6 +404,10 @@ def test_app_explores_confirms_and_installs_a_loop_free_path(
     assert lab.per_flow_entries() == 6
     state = lab.app.state()["tcppath"]
     assert state["flow_entries_total"] == 6 and state["recent"][0]["path"] == [5, 3, 7]
+    # The section, as the state file carries it, is the one the schema declares.
+    lab.app.tick(lab.clock)  # one sample in the entry-count series
+    assert lab.app.state()["tcppath"]["series"] and state["copies_in"]
+    assert mismatches(json.loads(json.dumps(lab.app.state())), ControllerState) == []
     for a, b, sp, dp in ((h1, h5, 40000, 5001), (h5, h1, 5001, 40000)):
         trace = lab.trace(a, b, sp, dp)
         assert trace.clean and trace.paths == {b.ip: 1}, trace

@@ -27,8 +27,8 @@ from dcnlab.controller.rules import SwitchRules
 from dcnlab.controller.view import NetworkView
 from dcnlab.hosts.uc3_agent.bpf import Tuple4
 from dcnlab.hosts.uc3_agent.protocol import FlowStats
+from dcnlab.model.topology import TopologySpec
 from dcnlab.schemes.uc3.alloc import FlowInput
-from dcnlab.topo.spec import TopologySpec
 
 Link = tuple[int, int]  # (dpid, egress port)
 MAX_HOPS = 64

@@ -1,0 +1,193 @@
+"""The contract between a running controller app and whoever launched it.
+
+Faucet-style, apps take their run-time configuration from environment variables so
+that plain ``ryu-manager dcnlab.apps.ecmp`` keeps working:
+
+``DCNLAB_TOPOLOGY``
+    Path to a JSON topology (:meth:`~dcnlab.model.topology.TopologySpec.to_dict`).  When
+    set, the app knows the fabric, the hosts and their addresses up front.  When unset (a
+    real lab), the app discovers switches and links with LLDP and learns hosts from their
+    ARP packets.
+``DCNLAB_STATE_FILE``
+    Path where the app keeps a JSON snapshot of its state (written atomically on
+    change), shaped as :class:`ControllerState`.  The network lifecycle waits on its
+    ``ready``; checks and benchmarks read its counters, port statistics and app sections.
+``DCNLAB_STATS_INTERVAL``
+    Seconds between the app's port-statistics polls (default 1; 0 turns polling off).
+``DCNLAB_SELECT_MODE``
+    Selection mode the ``spray`` app asks of switches that can choose one
+    (``random`` or ``rr``); defaults to ``random``.
+
+This module is neutral ground: the launcher (:mod:`dcnlab.topo`) and the apps
+(:mod:`dcnlab.controller`, :mod:`dcnlab.apps`) both import it, and it imports neither.
+
+The state schema is declared as TypedDicts, which is what the file holds once parsed:
+the writer builds the dicts directly and readers index them, with no conversion on either
+side.  Keys are strings because JSON's are (datapath ids and port numbers as decimal
+text).  An app outside dcnlab may write a subset of the common keys (the lifecycle needs
+only ``pid``, ``ready``, ``expected``, ``connected`` and ``warnings``), so readers that
+accept any app use ``.get()``.
+"""
+
+# No ``from __future__ import annotations``: Python 3.11's TypedDict sees NotRequired only
+# in evaluated annotations (as strings, every key would count as required).
+import json
+import os
+import tempfile
+from typing import NotRequired, TypedDict
+
+ENV_TOPOLOGY = "DCNLAB_TOPOLOGY"
+ENV_STATE_FILE = "DCNLAB_STATE_FILE"
+ENV_STATS_INTERVAL = "DCNLAB_STATS_INTERVAL"
+ENV_SELECT_MODE = "DCNLAB_SELECT_MODE"
+
+
+# ---------------------------------------------------------------------------
+# The state file's schema
+
+
+class EntryCounts(TypedDict):
+    """What the app installed on one switch."""
+
+    flows: int
+    groups: int
+
+
+class PortCounters(TypedDict):
+    """One port's OpenFlow counters, from the app's last port-statistics reply."""
+
+    rx_packets: int
+    tx_packets: int
+    rx_bytes: int
+    tx_bytes: int
+    rx_dropped: int
+    tx_dropped: int
+
+
+class TcpPathRecentFlow(TypedDict):
+    """A flow whose path the ``tcppath``/``tfe`` app confirmed (newest last)."""
+
+    serial: int
+    src: str
+    sport: int
+    dst: str
+    dport: int
+    path: list[int]  # datapath ids, source edge first
+    time: float  # wall-clock time of the confirmation
+
+
+class TcpPathState(TypedDict):
+    """The ``tcppath`` section (apps ``tcppath`` and ``tfe``)."""
+
+    elephants_only: bool
+    idle_timeout: int  # s, of the per-flow entries
+    lock_timeout: float  # s, an unconfirmed path lock lives
+    flows: int  # flows with an installed path
+    explorations: int  # explorations under way
+    flow_entries: dict[str, int]  # dpid -> per-flow entries
+    flow_entries_total: int
+    flow_entries_max: int
+    series: list[tuple[float, int]]  # (wall time, flow entries over all switches)
+    copies_in: dict[str, int]  # dpid -> exploration copies punted to the controller
+    copy_bytes: int  # size of the last exploration copy
+    recent: list[TcpPathRecentFlow]
+
+
+class Uc3ConfigState(TypedDict):
+    interval_s: float
+    alpha: float
+    beta: float
+    rounding: str
+    reallocation: bool
+    method: str
+    capacity_bps: float | None  # None: from the topology's link rates
+    min_rate_bps: float
+    agents_file: str | None
+
+
+class Uc3AgentState(TypedDict):
+    addr: str  # "ip:port" on the management network
+    connected: bool
+    last_error: str
+
+
+class Uc3FlowState(TypedDict):
+    """The latest allocation of one flow (keyed by its 4-tuple text)."""
+
+    window: int  # segments
+    share_bps: int
+    rate_bps: int
+    under_using: bool
+    rtt_ms: float | None  # None: no report from the sender's agent
+    throughput_bps: int | None
+    ema_bps: int
+    agent: str | None
+    path: list[str]  # "dpid:port" egresses
+
+
+class Uc3LinkState(TypedDict):
+    """One switch egress ("dpid:port") that carries allocated flows."""
+
+    capacity_bps: float
+    flows: int
+    load_bps: int
+
+
+class Uc3State(TypedDict):
+    """The ``uc3`` section (app ``uc3``)."""
+
+    config: Uc3ConfigState
+    agents: dict[str, Uc3AgentState]  # host fabric IP -> agent
+    flows: dict[str, Uc3FlowState]
+    links: dict[str, Uc3LinkState]
+
+
+class ControllerState(TypedDict):
+    """The state file: what every dcnlab app writes, plus optional app sections."""
+
+    app: str  # module of the app class
+    policy: str  # compiled policy (ecmp, single_path, ...)
+    pid: int  # ryu-manager's pid: tells a restarted controller's state from the old one's
+    mode: str  # "topology" (DCNLAB_TOPOLOGY given) or "discovery"
+    expected: list[int]  # dpids from the topology ([] in discovery mode)
+    connected: list[int]  # dpids with an OpenFlow session
+    synced: list[int]  # dpids that confirmed their entries with a barrier reply
+    ready: bool  # every expected (or, discovering, every connected) switch is synced
+    counters: dict[str, int]
+    warnings: list[str]  # the latest ones, oldest first
+    links: int  # fabric links up
+    links_down: list[list[int]]  # [dpid, dpid] pairs
+    settled: bool  # discovery mode: LLDP quiet long enough to trust host-facing ports
+    hosts: int  # hosts known
+    descriptions: dict[str, str]  # dpid -> "manufacturer / hardware / software"
+    entries: dict[str, EntryCounts]  # dpid -> installed entries
+    port_stats: dict[str, dict[str, PortCounters]]  # dpid -> port -> counters
+    updated: float  # wall-clock time of this snapshot
+    tcppath: NotRequired[TcpPathState]
+    uc3: NotRequired[Uc3State]
+
+
+# ---------------------------------------------------------------------------
+# Writing and reading it
+
+
+def write_state(path: str, state: ControllerState) -> None:
+    """Atomically replace ``path`` with ``state`` as JSON (readers never see halves)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".state-", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(state, fh, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def read_state(path: str) -> ControllerState | None:
+    """The last state an app wrote, or None when there is none yet."""
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return None
