@@ -127,7 +127,7 @@ class Network:
         network (see :mod:`dcnlab.topo.management`); ``management_ip(host)`` tells where.
     """
 
-    def __init__(self, spec: TopologySpec | str, app: str = "dcnlab.apps.ecmp",
+    def __init__(self, spec: TopologySpec | str, app: str,
                  switch: str = "ovs", run_dir: str | os.PathLike[str] | None = None,
                  app_env: Mapping[str, str] | None = None, *,
                  controller_port: int = DEFAULT_CONTROLLER_PORT, ready_timeout: float = 60.0,

@@ -34,7 +34,7 @@ accept any app use ``.get()``.
 import json
 import os
 import tempfile
-from typing import NotRequired, TypedDict
+from typing import TypedDict
 
 ENV_TOPOLOGY = "DCNLAB_TOPOLOGY"
 ENV_STATE_FILE = "DCNLAB_STATE_FILE"
@@ -64,89 +64,13 @@ class PortCounters(TypedDict):
     tx_dropped: int
 
 
-class TcpPathRecentFlow(TypedDict):
-    """A flow whose path the ``tcppath``/``tfe`` app confirmed (newest last)."""
-
-    serial: int
-    src: str
-    sport: int
-    dst: str
-    dport: int
-    path: list[int]  # datapath ids, source edge first
-    time: float  # wall-clock time of the confirmation
-
-
-class TcpPathState(TypedDict):
-    """The ``tcppath`` section (apps ``tcppath`` and ``tfe``)."""
-
-    elephants_only: bool
-    idle_timeout: int  # s, of the per-flow entries
-    lock_timeout: float  # s, an unconfirmed path lock lives
-    flows: int  # flows with an installed path
-    explorations: int  # explorations under way
-    flow_entries: dict[str, int]  # dpid -> per-flow entries
-    flow_entries_total: int
-    flow_entries_max: int
-    series: list[tuple[float, int]]  # (wall time, flow entries over all switches)
-    copies_in: dict[str, int]  # dpid -> exploration copies punted to the controller
-    copy_bytes: int  # size of the last exploration copy
-    recent: list[TcpPathRecentFlow]
-
-
-class Uc3ConfigState(TypedDict):
-    interval_s: float
-    alpha: float
-    beta: float
-    rounding: str
-    reallocation: bool
-    method: str
-    capacity_bps: float | None  # None: from the topology's link rates
-    min_rate_bps: float
-    agents_file: str | None
-
-
-class Uc3AgentState(TypedDict):
-    addr: str  # "ip:port" on the management network
-    connected: bool
-    last_error: str
-
-
-class Uc3FlowState(TypedDict):
-    """The latest allocation of one flow (keyed by its 4-tuple text)."""
-
-    window: int  # segments
-    share_bps: int
-    rate_bps: int
-    under_using: bool
-    rtt_ms: float | None  # None: no report from the sender's agent
-    throughput_bps: int | None
-    ema_bps: int
-    agent: str | None
-    path: list[str]  # "dpid:port" egresses
-
-
-class Uc3LinkState(TypedDict):
-    """One switch egress ("dpid:port") that carries allocated flows."""
-
-    capacity_bps: float
-    flows: int
-    load_bps: int
-
-
-class Uc3State(TypedDict):
-    """The ``uc3`` section (app ``uc3``)."""
-
-    config: Uc3ConfigState
-    agents: dict[str, Uc3AgentState]  # host fabric IP -> agent
-    flows: dict[str, Uc3FlowState]
-    links: dict[str, Uc3LinkState]
-
-
 class ControllerState(TypedDict):
-    """The state file: what every dcnlab app writes, plus optional app sections."""
+    """The state file: what every dcnlab app writes.  An app may add a section of its
+    own under its scheme's name; the scheme declares it in its own package, as a
+    TypedDict that extends this one (``dcnlab/schemes/<name>/state_file.py``)."""
 
     app: str  # module of the app class
-    policy: str  # compiled policy (ecmp, single_path, ...)
+    policy: str  # the app's forwarding (groups, striped, ...)
     pid: int  # ryu-manager's pid: tells a restarted controller's state from the old one's
     mode: str  # "topology" (DCNLAB_TOPOLOGY given) or "discovery"
     expected: list[int]  # dpids from the topology ([] in discovery mode)
@@ -163,8 +87,6 @@ class ControllerState(TypedDict):
     entries: dict[str, EntryCounts]  # dpid -> installed entries
     port_stats: dict[str, dict[str, PortCounters]]  # dpid -> port -> counters
     updated: float  # wall-clock time of this snapshot
-    tcppath: NotRequired[TcpPathState]
-    uc3: NotRequired[Uc3State]
 
 
 # ---------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from dcnlab.apps.tcppath import TcpPath
 from dcnlab.apps.tfe import Tfe, parse_filter
 from dcnlab.controller.oftable import FakeDatapath, FakeNetwork, packet_ints, tcp_packet
 from dcnlab.controller.view import HostLocation, NetworkView
-from dcnlab.model.runtime import ControllerState
 from dcnlab.schemes.tcppath import frames
 from dcnlab.schemes.tcppath.rules import COOKIE_TCPPATH, PRIO_FLOW, port_prefixes
 from dcnlab.schemes.tcppath.state import (
@@ -30,6 +29,7 @@ from dcnlab.schemes.tcppath.state import (
     TcpPathState,
     Verdict,
 )
+from dcnlab.schemes.tcppath.state_file import TcpPathControllerState
 from dcnlab.topo.spec import parse
 
 SPINES, LEAVES = (1, 2, 3, 4), (5, 6, 7, 8)
@@ -407,7 +407,7 @@ def test_app_explores_confirms_and_installs_a_loop_free_path(
     # The section, as the state file carries it, is the one the schema declares.
     lab.app.tick(lab.clock)  # one sample in the entry-count series
     assert lab.app.state()["tcppath"]["series"] and state["copies_in"]
-    assert mismatches(json.loads(json.dumps(lab.app.state())), ControllerState) == []
+    assert mismatches(json.loads(json.dumps(lab.app.state())), TcpPathControllerState) == []
     for a, b, sp, dp in ((h1, h5, 40000, 5001), (h5, h1, 5001, 40000)):
         trace = lab.trace(a, b, sp, dp)
         assert trace.clean and trace.paths == {b.ip: 1}, trace

@@ -1,0 +1,42 @@
+"""The ``tcppath`` section of the controller's state file (apps ``tcppath``, ``tfe``)."""
+
+# No ``from __future__ import annotations``: Python 3.11's TypedDict sees NotRequired only
+# in evaluated annotations (as strings, every key would count as required).
+from typing import NotRequired, TypedDict
+
+from dcnlab.model.runtime import ControllerState
+
+
+class TcpPathRecentFlow(TypedDict):
+    """A flow whose path the ``tcppath``/``tfe`` app confirmed (newest last)."""
+
+    serial: int
+    src: str
+    sport: int
+    dst: str
+    dport: int
+    path: list[int]  # datapath ids, source edge first
+    time: float  # wall-clock time of the confirmation
+
+
+class TcpPathState(TypedDict):
+    """The ``tcppath`` section (apps ``tcppath`` and ``tfe``)."""
+
+    elephants_only: bool
+    idle_timeout: int  # s, of the per-flow entries
+    lock_timeout: float  # s, an unconfirmed path lock lives
+    flows: int  # flows with an installed path
+    explorations: int  # explorations under way
+    flow_entries: dict[str, int]  # dpid -> per-flow entries
+    flow_entries_total: int
+    flow_entries_max: int
+    series: list[tuple[float, int]]  # (wall time, flow entries over all switches)
+    copies_in: dict[str, int]  # dpid -> exploration copies punted to the controller
+    copy_bytes: int  # size of the last exploration copy
+    recent: list[TcpPathRecentFlow]
+
+
+class TcpPathControllerState(ControllerState):
+    """The state file of a ``tcppath``/``tfe`` app."""
+
+    tcppath: NotRequired[TcpPathState]
