@@ -12,8 +12,8 @@
 //!   pipeline. It may pass it on, drop it, or hold it and release it later (modified or
 //!   not), in any order it likes. It reads the same port's egress occupancy through
 //!   [`IngressCtx`] and is woken ([`IngressQdisc::wake`]) when its own deadline passes
-//!   or when that egress queue changes (a frame enters or leaves the buffer). That is
-//!   what an input-queue scheme needs to pace a sender by its reverse path.
+//!   or when that egress queue changes (a frame enters or leaves the buffer): what an
+//!   input-queue discipline such as ABQ needs.
 //!
 //! Disciplines are chosen by name with `key=value` options (`droptail/buffer=20p/ecn=10p`,
 //! see [`QdiscSpec`]); [`build_egress`]/[`build_ingress`] look the name up in
