@@ -31,6 +31,15 @@ drop-tail buffer, ECN threshold) on its *egress* towards that link:
   exact when both access links have the same delay, as in every symmetric family) and
   the RTT's range stays [2(d-j), 2(d+j)], which is how the seeds state RTT +- jitter.
 
+Queue disciplines.  A spec's ``egress[@host|@fabric]=NAME/KEY=VALUE/...`` and
+``ingress[@host|@fabric]=...`` (see topo/spec.py) reach each switch port they apply to
+verbatim as ``--port N=IF,...,egress=NAME/...`` / ``ingress=NAME/...``; the switch's
+registry checks the name and options and refuses to start on a bad one (the error names
+the port and the option), so a new discipline needs no change here.  ``@host`` means
+the switch ports facing hosts, ``@fabric`` those facing other switches, no scope every
+switch port.  An explicit ``egress=`` replaces the default drop-tail and with it the
+spec's ``buffer=``/``ecn=`` on those ports; like them, it needs a link rate.
+
 Switch options (``Network(switch_options={...})``, all optional):
 
 ==================  ======================================================================
@@ -216,8 +225,10 @@ def egress_options(params: LinkParams, towards_host: bool, fold_host_delay: bool
                    what: str = "") -> list[str]:
     """``--port`` options (``rate=..``, ``delay=..``, ...) for a switch's egress on a link.
 
-    Buffer and ECN without a rate are dropped with an EmulationWarning: no queue ever forms
-    without a rate, and the switch refuses the combination.
+    The egress discipline is the spec's ``egress=`` for this kind of port, passed through
+    verbatim, else the default drop-tail configured by ``buffer=``/``ecn=``.  Either
+    without a rate is dropped with an EmulationWarning: no queue ever forms without a
+    rate, and the switch refuses the combination.
     """
     factor = 2 if towards_host and fold_host_delay else 1
     opts: list[str] = []
@@ -227,11 +238,16 @@ def egress_options(params: LinkParams, towards_host: bool, fold_host_delay: bool
         opts.append(f"delay={params.delay_us * factor}us")
     if params.jitter_us:
         opts.append(f"jitter={params.jitter_us * factor}us")
-    queued = [f"buffer={params.buffer_pkts}p" if params.buffer_pkts is not None else "",
-              f"buffer={params.buffer_bytes}b" if params.buffer_bytes is not None else "",
-              f"ecn={params.ecn_threshold_pkts}p"
-              if params.ecn_threshold_pkts is not None else ""]
-    queued = [q for q in queued if q]
+    discipline = params.qdisc("egress", towards_host)
+    if discipline is not None:
+        # An explicit discipline replaces the default one, and with it buffer=/ecn=.
+        queued = [f"egress={discipline}"]
+    else:
+        queued = [f"buffer={params.buffer_pkts}p" if params.buffer_pkts is not None else "",
+                  f"buffer={params.buffer_bytes}b" if params.buffer_bytes is not None else "",
+                  f"ecn={params.ecn_threshold_pkts}p"
+                  if params.ecn_threshold_pkts is not None else ""]
+        queued = [q for q in queued if q]
     if queued and params.rate_mbit is None:
         # Imported here: network.py imports the switch registry, which imports us lazily.
         from .network import EmulationWarning
@@ -241,6 +257,17 @@ def egress_options(params: LinkParams, towards_host: bool, fold_host_delay: bool
                       stacklevel=2)
     elif queued:
         opts.extend(queued)
+    return opts
+
+
+def port_options(params: LinkParams, towards_host: bool, fold_host_delay: bool = True,
+                 what: str = "") -> list[str]:
+    """All ``--port`` options of one switch port: its egress (:func:`egress_options`) and,
+    if the spec gives one for this kind of port, its ingress discipline, verbatim."""
+    opts = egress_options(params, towards_host, fold_host_delay, what)
+    discipline = params.qdisc("ingress", towards_host)
+    if discipline is not None:
+        opts.append(f"ingress={discipline}")
     return opts
 
 
@@ -259,7 +286,7 @@ def host_htb_commands(intf: str, rate_mbit: float) -> str:
 def switch_command(binary: str, name: str, dpid: int, controller: str | None,
                    ports: Sequence[tuple[int, str, Sequence[str]]], options: ExtOptions,
                    stats_file: Path | None) -> list[str]:
-    """The dcnlab-switch command line; ports are (number, interface, egress options)."""
+    """The dcnlab-switch command line; ports are (number, interface, port options)."""
     cmd = [binary, "--name", name, "--dpid", f"{dpid:#x}"]
     if controller:
         cmd += ["--controller", controller]
@@ -373,7 +400,7 @@ class ExtSwitch(Switch):
             towards_host = bool(plan and plan.peer_is_host)
             what = f"{self.spec_name} port {number}" + (f" -> {plan.peer}" if plan else "")
             ports.append((number, intf.name,
-                          egress_options(params, towards_host, opts.fold_host_delay, what)))
+                          port_options(params, towards_host, opts.fold_host_delay, what)))
             switch_cmds.append(f"ip link set {intf.name} up && "
                                f"ethtool -K {intf.name} {PORT_OFFLOADS}")
             peer = _peer_intf(intf)

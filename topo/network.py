@@ -37,9 +37,9 @@ Things to know:
 - The controller listens on 127.0.0.1 *inside the run namespace*.  To reach it (e.g. a
   REST app) run the client there: ``net.ns_cmd("curl http://127.0.0.1:8080/...")``.
 - Mininet's machine-wide ``fixLimits()`` (sysctls, rlimits) is skipped on purpose.
-- Link delay, jitter, buffers and ECN need ``--switch ext`` (no netem here, see
-  docs/platform.md); on ``ovs`` only the rate is applied (htb via TCLink) and an
-  :class:`EmulationWarning` is issued.
+- Link delay, jitter, buffers, ECN and queue disciplines (``egress=``/``ingress=``) need
+  ``--switch ext`` (no netem here, see docs/platform.md); on ``ovs`` only the rate is
+  applied (htb via TCLink) and an :class:`EmulationWarning` is issued.
 - ``management=True`` adds an out-of-band management network (:mod:`.management`): a
   bridge ``<prefix>mg`` in the run namespace (address 192.168.0.1/16) and one unshaped
   veth per host (``<prefix>hN-mg``, ``net.management_ip("h1")``), so the controller can
@@ -378,8 +378,9 @@ class Network:
 
     def _warn_emulation(self) -> None:
         if self.spec.needs_emulation() and not self.kind.emulates_links:
-            message = (f"topology {self.spec.spec}: link delay/jitter/buffer/ECN needs "
-                       f"--switch ext; ignored on {self.kind.name} (only the rate is applied)")
+            message = (f"topology {self.spec.spec}: link delay/jitter/buffer/ECN or a queue "
+                       f"discipline (egress=/ingress=) needs --switch ext; ignored on "
+                       f"{self.kind.name} (only the rate is applied)")
             self.warnings.append(message)
             warnings.warn(message, EmulationWarning, stacklevel=4)
 

@@ -13,6 +13,18 @@ arguments set link parameters for every link (family defaults otherwise)::
                                    X > 0: X group-A clients sit behind an outside switch
     twopath                        a client with two disjoint paths to a server
     fattree:4,rate=10M,delay=25us,buffer=100,ecn=20
+    incast:8,rate=100M,ingress@host=abq/k=20p/mode=ece
+
+Queue disciplines (``--switch ext`` only) are named, not built in here: the spec checks
+only their syntax and the switch's registry (switch_ext/src/qdisc/) checks name and
+options.  ``DIR[@SCOPE]=NAME[/KEY=VALUE]...`` where DIR is ``egress`` (the port's output
+buffer; default ``droptail``, which ``buffer=``/``ecn=`` configure) or ``ingress``
+(frames received on the port, before the flow tables; default none), and SCOPE says
+which switch ports get it: ``host`` (ports facing hosts), ``fabric`` (ports facing
+other switches) or none (every switch port).  ``/`` separates options so the whole
+thing is one spec option and needs no shell quoting.  An explicit ``egress=`` replaces
+the default drop-tail together with ``buffer=``/``ecn=`` (also a family's default
+buffer) on the ports it applies to: give its own options instead.
 
 The model they produce is plain data and lives in the neutral :mod:`dcnlab.model.topology`
 (the controller reads it too, and must not import ``dcnlab.topo``); its names are
@@ -21,11 +33,13 @@ re-exported here, so ``from dcnlab.topo.spec import TopologySpec`` keeps working
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
 
 from dcnlab.model.topology import (
     EXTERNAL_TIER,
+    QDISC_DIRECTIONS,
     HostSpec,
     Interface,
     LinkParams,
@@ -38,7 +52,8 @@ from dcnlab.model.topology import (
 )
 
 __all__ = [
-    "EXTERNAL_TIER", "VALID_FORMS", "HostSpec", "Interface", "LinkParams", "LinkSpec",
+    "EXTERNAL_TIER", "QDISC_DIRECTIONS", "VALID_FORMS", "HostSpec", "Interface", "LinkParams",
+    "LinkSpec",
     "SpecError", "SwitchSpec", "TopologySpec", "families", "host_ip", "host_mac", "parse",
 ]
 
@@ -52,7 +67,22 @@ VALID_FORMS = (
     "twopath (client with two disjoint paths to a server)",
     "link options after the arguments: rate=10M, delay=25us, jitter=1ms, "
     "buffer=100 (packets) or buffer=64KB, ecn=20 (packets)",
+    "queue disciplines (switch ext): egress=NAME/KEY=VALUE/... or ingress=NAME/..., "
+    "optionally scoped as egress@host=, egress@fabric=, ingress@host=, ingress@fabric=",
 )
+
+# Queue-discipline options: "NAME[/KEY=VALUE]...", passed verbatim to the switch.  Only
+# characters that survive the spec grammar (no ",") and a shell without quoting.
+QDISC_SCOPES = ("host", "fabric")
+_QDISC_RE = re.compile(r"[a-z][a-z0-9_-]*(/[a-z][a-z0-9_]*=[A-Za-z0-9._:+%-]+)*")
+
+
+def check_qdisc(text: str) -> str:
+    """``text`` if it is ``NAME[/KEY=VALUE]...``, else ValueError saying what is expected."""
+    if not _QDISC_RE.fullmatch(text):
+        raise ValueError("expected NAME[/KEY=VALUE]..., e.g. droptail/buffer=100p/ecn=20p "
+                         "(lower-case name and keys; values of letters, digits and ._:+%-)")
+    return text
 
 
 # ---------------------------------------------------------------------------
@@ -334,6 +364,14 @@ def _apply_option(params: LinkParams, key: str, value: str) -> LinkParams:
         return replace(params, buffer_pkts=pkts, buffer_bytes=nbytes)
     if key == "ecn":
         return replace(params, ecn_threshold_pkts=int(value.lower().removesuffix("p")))
+    direction, at, scope = key.partition("@")
+    if direction in QDISC_DIRECTIONS:
+        if at and scope not in QDISC_SCOPES:
+            raise ValueError(f"unknown scope @{scope}: use {direction}=, {direction}@host= "
+                             f"or {direction}@fabric=")
+        check_qdisc(value)
+        scopes = (scope,) if at else QDISC_SCOPES
+        return replace(params, **{f"{direction}_{sc}": value for sc in scopes})
     raise KeyError(key)
 
 

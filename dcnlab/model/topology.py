@@ -28,6 +28,10 @@ class SpecError(ValueError):
     """
 
 
+# Directions a switch port can have a queue discipline in (switch_ext: src/qdisc/).
+QDISC_DIRECTIONS = ("egress", "ingress")
+
+
 @dataclass(frozen=True)
 class LinkParams:
     """Emulated link properties.  ``None`` means "not emulated" (unshaped, unbounded)."""
@@ -38,6 +42,21 @@ class LinkParams:
     buffer_pkts: int | None = None
     buffer_bytes: int | None = None
     ecn_threshold_pkts: int | None = None
+    # Queue disciplines as "NAME[/KEY=VALUE]..." (see topo/spec.py), per direction and
+    # per kind of switch port: ``*_host`` on switch ports facing a host, ``*_fabric`` on
+    # switch ports facing another switch.  None: the switch's default.
+    egress_host: str | None = None
+    egress_fabric: str | None = None
+    ingress_host: str | None = None
+    ingress_fabric: str | None = None
+
+    def qdisc(self, direction: str, towards_host: bool) -> str | None:
+        """The ``direction`` ("egress"/"ingress") discipline of a switch port on this link
+        that faces a host (``towards_host``) or another switch; None for the default."""
+        return getattr(self, f"{direction}_{'host' if towards_host else 'fabric'}")
+
+    def has_qdisc(self) -> bool:
+        return any(self.qdisc(d, h) for d in QDISC_DIRECTIONS for h in (True, False))
 
     def needs_emulation(self) -> bool:
         """True when a parameter needs switch-side emulation (netem is not available)."""
@@ -47,6 +66,7 @@ class LinkParams:
             or self.buffer_pkts is not None
             or self.buffer_bytes is not None
             or self.ecn_threshold_pkts is not None
+            or self.has_qdisc()
         )
 
 

@@ -7,6 +7,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use crate::datapath::FailMode;
 use crate::group::SelectMode;
 use crate::linkem::LinkParams;
+use crate::qdisc::{self, QdiscSpec};
 
 pub const USAGE: &str = "\
 dcnlab-switch: OpenFlow 1.3 software switch (dcnlab switch_ext)
@@ -27,6 +28,11 @@ REQUIRED:
        buffer=B     drop-tail buffer: 20p (packets) or 30000b / 30kb / 64KiB (bytes);
                     may be given twice to limit both
        ecn=K        mark CE on ECT packets when the queue holds >= K (20p or 30000b)
+                    (buffer= and ecn= are shorthand for egress=droptail/buffer=B/ecn=K)
+       egress=NAME[/KEY=VALUE]...   egress queue discipline (default droptail), e.g.
+                    egress=droptail/buffer=20p/ecn=10p; needs rate=
+       ingress=NAME[/KEY=VALUE]...  ingress discipline: sees frames received on this
+                    port before the flow tables (default: none)
 
 OPTIONS:
   --dpid N                 datapath id, decimal or 0x-hex (default: digits of --name)
@@ -51,6 +57,9 @@ pub struct PortSpec {
     pub port_no: u32,
     pub ifname: String,
     pub link: LinkParams,
+    /// Egress queue discipline: `egress=`, else `droptail` with the `buffer=`/`ecn=` options.
+    pub egress: QdiscSpec,
+    pub ingress: Option<QdiscSpec>,
 }
 
 #[derive(Debug, Clone)]
@@ -164,7 +173,10 @@ pub fn parse_port(s: &str) -> Result<PortSpec, String> {
         return Err(format!("--port '{s}': bad interface name '{ifname}' (1..15 chars)"));
     }
     let mut link = LinkParams::default();
-    let mut buffers = 0;
+    // buffer=/ecn= are the default discipline's options, checked by it (as droptail/...).
+    let mut shorthand: Vec<(String, String)> = Vec::new();
+    let mut egress: Option<QdiscSpec> = None;
+    let mut ingress: Option<QdiscSpec> = None;
     for opt in parts {
         let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
         let need = || {
@@ -188,45 +200,47 @@ pub fn parse_port(s: &str) -> Result<PortSpec, String> {
                 link.jitter_ns = parse_duration_ns(v)?
             }
             "reorder" => link.reorder = true,
-            "buffer" | "queue" => {
+            "buffer" | "queue" | "ecn" => {
                 need()?;
-                buffers += 1;
-                let (p, b) = parse_size(v)?;
-                if p == Some(0) || b == Some(0) {
-                    return Err(format!("--port '{s}': buffer must be at least 1"));
-                }
-                if (p.is_some() && link.buffer_pkts.is_some()) || (b.is_some() && link.buffer_bytes.is_some())
-                {
-                    return Err(format!("--port '{s}': buffer given twice in the same unit"));
-                }
-                link.buffer_pkts = p.or(link.buffer_pkts);
-                link.buffer_bytes = b.or(link.buffer_bytes);
+                let key = if k == "ecn" { "ecn" } else { "buffer" };
+                shorthand.push((key.to_string(), v.to_string()));
             }
-            "ecn" => {
+            "egress" | "ingress" => {
                 need()?;
-                let (p, b) = parse_size(v)?;
-                link.ecn_pkts = p.or(link.ecn_pkts);
-                link.ecn_bytes = b.or(link.ecn_bytes);
+                let spec = QdiscSpec::parse(v).map_err(|e| format!("--port '{s}': {k}={e}"))?;
+                let slot = if k == "egress" { &mut egress } else { &mut ingress };
+                if slot.replace(spec).is_some() {
+                    return Err(format!("--port '{s}': {k}= given twice"));
+                }
             }
             _ => {
                 return Err(format!(
-                    "--port '{s}': unknown option '{k}' (rate, delay, jitter, reorder, buffer, ecn)"
+                    "--port '{s}': unknown option '{k}' (rate, delay, jitter, reorder, buffer, ecn, egress, ingress)"
                 ))
             }
         }
     }
-    if buffers > 2 {
-        return Err(format!("--port '{s}': at most one packet and one byte buffer"));
+    if egress.is_some() && !shorthand.is_empty() {
+        return Err(format!(
+            "--port '{s}': buffer=/ecn= configure the default droptail discipline; with egress= give them \
+             as its options (egress=droptail/buffer=20p/ecn=10p)"
+        ));
     }
-    if link.rate_bps.is_none()
-        && (link.buffer_pkts.is_some()
-            || link.buffer_bytes.is_some()
-            || link.ecn_pkts.is_some()
-            || link.ecn_bytes.is_some())
-    {
-        return Err(format!("--port '{s}': buffer/ecn need rate= (without a rate no queue ever builds)"));
+    if link.rate_bps.is_none() {
+        if !shorthand.is_empty() {
+            return Err(format!("--port '{s}': buffer/ecn need rate= (without a rate no queue ever builds)"));
+        }
+        if egress.is_some() {
+            return Err(format!("--port '{s}': egress= needs rate= (without a rate no queue ever builds)"));
+        }
     }
-    Ok(PortSpec { port_no: port_no as u32, ifname, link })
+    let egress = egress.unwrap_or(QdiscSpec { name: qdisc::droptail::NAME.to_string(), options: shorthand });
+    // Build once now so a bad name or option fails before any socket is opened.
+    qdisc::build_egress(&egress).map_err(|e| format!("--port '{s}': {e}"))?;
+    if let Some(spec) = &ingress {
+        qdisc::build_ingress(spec).map_err(|e| format!("--port '{s}': {e}"))?;
+    }
+    Ok(PortSpec { port_no: port_no as u32, ifname, link, egress, ingress })
 }
 
 fn parse_controller(s: &str) -> Result<SocketAddr, String> {
@@ -397,9 +411,10 @@ mod tests {
         assert_eq!(l.rate_bps, Some(10_000_000));
         assert_eq!(l.delay_ns, 5_000_000);
         assert_eq!(l.jitter_ns, 1_000_000);
-        assert_eq!(l.buffer_pkts, Some(20));
-        assert_eq!(l.ecn_pkts, Some(10));
+        assert_eq!(c.ports[1].egress.to_string(), "droptail/buffer=20p/ecn=10p");
         assert!(c.ports[0].link.is_passthrough());
+        assert_eq!(c.ports[0].egress.to_string(), "droptail");
+        assert_eq!(c.ports[0].ingress, None);
     }
 
     #[test]
@@ -415,6 +430,31 @@ mod tests {
     }
 
     #[test]
+    fn disciplines_by_name() {
+        let port = |s: &str| parse_port(s);
+        let p = port("2=s1-eth2,rate=10M,egress=droptail/buffer=20p/buffer=30kb/ecn=10p").unwrap();
+        assert_eq!(p.egress.name, "droptail");
+        assert_eq!(p.egress.options.len(), 3);
+        // The shorthand and the explicit form configure the same discipline.
+        let a = port("1=a,rate=1M,buffer=20p,ecn=5p").unwrap();
+        let b = port("1=a,rate=1M,egress=droptail/buffer=20p/ecn=5p").unwrap();
+        assert_eq!(a, b);
+        let err = |s: &str| port(s).unwrap_err();
+        let e = err("3=s1-eth3,rate=1M,egress=red/min=5p");
+        assert!(e.starts_with("--port '3=s1-eth3,") && e.contains("unknown egress discipline 'red'"), "{e}");
+        let e = err("3=s1-eth3,rate=1M,egress=droptail/k=5p");
+        assert!(e.contains("egress discipline 'droptail': unknown option 'k' (known: buffer, ecn)"), "{e}");
+        let e = err("3=s1-eth3,ingress=abq/k=20p/mode=ece");
+        assert!(e.starts_with("--port '3=s1-eth3,") && e.contains("unknown ingress discipline 'abq'"), "{e}");
+        assert!(err("1=a,ingress=abq/k").contains("ingress='abq/k': option 'k' is not KEY=VALUE"));
+        assert!(
+            err("1=a,rate=1M,buffer=5p,egress=droptail").contains("with egress= give them as its options")
+        );
+        assert!(err("1=a,egress=droptail").contains("egress= needs rate="));
+        assert!(err("1=a,rate=1M,egress=droptail,egress=droptail").contains("given twice"));
+    }
+
+    #[test]
     fn errors_are_clear() {
         let e = |s: &str| match parse_args(&args(s)) {
             Err(e) => e,
@@ -426,6 +466,10 @@ mod tests {
         assert!(e("--name s1 --port 1=a,rate=10Q").contains("rate"));
         assert!(e("--name s1 --port 1=a,speed=1").contains("unknown option"));
         assert!(e("--name s1 --port 1=a,buffer=20p").contains("need rate"));
+        assert!(
+            e("--name s1 --port 1=a,rate=1M,buffer=20p,buffer=30p").contains("given twice in the same unit")
+        );
+        assert!(e("--name s1 --port 1=a,rate=1M,buffer=0p").contains("at least 1"));
         assert!(e("--name s1 --port 1=a --select-mode spray").contains("hash, rr or random"));
         assert!(e("--name s1 --port 1=a --controller 127.0.0.1:6653").contains("tcp:"));
         assert!(e("--name s1 --port 1=a --bogus").contains("unknown argument"));

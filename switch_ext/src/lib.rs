@@ -2,7 +2,8 @@
 //!
 //! Module map: [`ofp`] wire codec, [`packet`] frame parsing and rewrites, [`flow`] flow
 //! tables, [`group`] groups and select modes, [`datapath`] the I/O-free switch logic,
-//! [`linkem`] egress link emulation, [`conn`] controller channel, [`sys`] Linux syscalls,
+//! [`linkem`] egress link emulation, [`qdisc`] queue disciplines, [`ports`] a frame's
+//! path through a port's queues, [`conn`] controller channel, [`sys`] Linux syscalls,
 //! [`switch`] the event loop, [`cli`] command line, [`selftest`] encoder samples.
 
 pub mod cli;
@@ -13,6 +14,8 @@ pub mod group;
 pub mod linkem;
 pub mod ofp;
 pub mod packet;
+pub mod ports;
+pub mod qdisc;
 pub mod selftest;
 pub mod switch;
 pub mod sys;

@@ -1,32 +1,32 @@
-//! Per-port egress link emulation: rate, propagation delay, jitter, drop-tail buffer and
-//! ECN CE marking. Pure logic on a caller-supplied clock (nanoseconds), so tests drive it
-//! with a fake clock.
+//! Per-port egress link emulation: rate, propagation delay and jitter around a buffer
+//! whose admission policy is the port's egress queue discipline ([`crate::qdisc`]). Pure
+//! logic on a caller-supplied clock (nanoseconds), so tests drive it with a fake clock.
 //!
 //! Model (store-and-forward output port):
 //! 1. **Buffer** — a FIFO of frames waiting for, or under, serialization. A frame arriving
 //!    at `now` finishes serialization at `finish = max(now, previous finish) + bits/rate`
 //!    (a work-conserving FIFO, so this can be computed at enqueue). It occupies the
 //!    buffer until `finish`. Queue length = frames in the buffer, the arriving one not
-//!    counted. Drop-tail: a frame that would make the buffer exceed `buffer` packets or
-//!    bytes is dropped. ECN: if the queue the frame finds already holds at least K
-//!    packets (or bytes) and the frame is ECT(0)/ECT(1), it is marked CE (IPv4 header
-//!    checksum fixed incrementally; IPv6 has none); not-ECT frames are never marked.
+//!    counted. The discipline sees that length and admits, marks or drops the frame
+//!    (the default, `droptail`, drops at a packet/byte limit and marks CE above K).
 //! 2. **Delay line** — after `finish` the frame propagates for `delay + U(-jitter,
 //!    +jitter)` (clamped at 0) and is transmitted at that release time. By default a
 //!    frame is never released before its predecessor (no reordering: its release is
 //!    clamped to the previous release); with `reorder` jitter may reorder, as netem does.
 //!
-//! Without a rate the buffer is bypassed (frames "serialize" instantly), so `buffer` and
-//! `ecn` only take effect together with `rate`.
+//! Without a rate the buffer is bypassed (frames "serialize" instantly), so a discipline
+//! only ever sees an empty queue; the command line therefore insists on a rate.
 //!
-//! The buffer's occupancy is public ([`Egress::qlen_pkts`], [`Egress::qlen_bytes`]) so an
-//! input-queue discipline (ABQ) can look at the reverse port's output queue.
+//! The buffer's occupancy is public ([`Egress::queue`]) and every change to it bumps
+//! [`Egress::changes`], so an ingress discipline on the same port can read it and be woken
+//! when it moves.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
 use crate::group::Rng;
-use crate::packet::{self, Key};
+pub use crate::qdisc::Admit as Enqueue;
+use crate::qdisc::{EgressQdisc, QueueLen};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkParams {
@@ -36,10 +36,6 @@ pub struct LinkParams {
     pub jitter_ns: u64,
     /// Let jitter reorder packets (default false).
     pub reorder: bool,
-    pub buffer_pkts: Option<usize>,
-    pub buffer_bytes: Option<usize>,
-    pub ecn_pkts: Option<usize>,
-    pub ecn_bytes: Option<usize>,
 }
 
 impl LinkParams {
@@ -49,9 +45,9 @@ impl LinkParams {
     }
 }
 
+/// The port's view of its buffer, whatever the discipline: verdict tallies and peaks.
 #[derive(Debug, Clone, Default)]
 pub struct EgressStats {
-    pub enqueued: u64,
     pub drops: u64,
     pub ce_marks: u64,
     /// Peak buffer occupancy since the last [`Egress::take_peaks`].
@@ -88,34 +84,31 @@ impl Ord for InFlight {
     }
 }
 
-#[derive(Debug, PartialEq, Eq)]
-pub enum Enqueue {
-    Queued,
-    Marked,
-    Dropped,
-}
-
 pub struct Egress {
     pub params: LinkParams,
+    pub qdisc: Box<dyn EgressQdisc>,
     buffer: VecDeque<Queued>,
     buffer_bytes: usize,
     last_finish_ns: u64,
     delay_line: BinaryHeap<InFlight>,
     last_release_ns: u64,
     seq: u64,
+    changes: u64,
     pub stats: EgressStats,
 }
 
 impl Egress {
-    pub fn new(params: LinkParams) -> Egress {
+    pub fn new(params: LinkParams, qdisc: Box<dyn EgressQdisc>) -> Egress {
         Egress {
             params,
+            qdisc,
             buffer: VecDeque::new(),
             buffer_bytes: 0,
             last_finish_ns: 0,
             delay_line: BinaryHeap::new(),
             last_release_ns: 0,
             seq: 0,
+            changes: 0,
             stats: EgressStats::default(),
         }
     }
@@ -126,6 +119,16 @@ impl Egress {
 
     pub fn qlen_bytes(&self) -> usize {
         self.buffer_bytes
+    }
+
+    pub fn queue(&self) -> QueueLen {
+        QueueLen { pkts: self.buffer.len(), bytes: self.buffer_bytes }
+    }
+
+    /// Counts every frame entering or leaving the buffer: a change since a previous read
+    /// means the occupancy moved (even if it is back to the same value).
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Frames in propagation (left the buffer, not yet on the wire).
@@ -158,21 +161,15 @@ impl Egress {
     ) -> Enqueue {
         self.advance(now_ns, rng, due);
         let len = frame.len();
-        let p = &self.params;
-        if p.buffer_pkts.is_some_and(|b| self.buffer.len() + 1 > b)
-            || p.buffer_bytes.is_some_and(|b| self.buffer_bytes + len > b)
-        {
-            self.stats.drops += 1;
-            return Enqueue::Dropped;
+        let res = self.qdisc.admit(&mut frame, self.queue(), now_ns);
+        match res {
+            Enqueue::Dropped => {
+                self.stats.drops += 1;
+                return res;
+            }
+            Enqueue::Marked => self.stats.ce_marks += 1,
+            Enqueue::Queued => {}
         }
-        let mut res = Enqueue::Queued;
-        let over_k = p.ecn_pkts.is_some_and(|k| self.buffer.len() >= k)
-            || p.ecn_bytes.is_some_and(|k| self.buffer_bytes >= k);
-        if over_k && mark_ce(&mut frame) {
-            self.stats.ce_marks += 1;
-            res = Enqueue::Marked;
-        }
-        self.stats.enqueued += 1;
         let finish = self.last_finish_ns.max(now_ns) + self.tx_time_ns(len);
         self.last_finish_ns = finish;
         if self.params.rate_bps.is_none() {
@@ -180,6 +177,7 @@ impl Egress {
         } else {
             self.buffer_bytes += len;
             self.buffer.push_back(Queued { finish_ns: finish, frame });
+            self.changes += 1;
             self.stats.peak_pkts = self.stats.peak_pkts.max(self.buffer.len());
             self.stats.peak_bytes = self.stats.peak_bytes.max(self.buffer_bytes);
         }
@@ -215,6 +213,7 @@ impl Egress {
         while self.buffer.front().is_some_and(|q| q.finish_ns <= now_ns) {
             let q = self.buffer.pop_front().expect("front");
             self.buffer_bytes -= q.frame.len();
+            self.changes += 1;
             self.propagate(q.finish_ns, q.frame, rng);
         }
         self.release(now_ns, due);
@@ -231,28 +230,23 @@ impl Egress {
     }
 }
 
-/// Sets CE on an ECT(0)/ECT(1) IP packet. Returns false (and leaves the frame untouched)
-/// for not-ECT, already-CE and non-IP frames.
-pub fn mark_ce(frame: &mut [u8]) -> bool {
-    let k = Key::parse(frame, 0);
-    if !(k.is_ipv4 || k.is_ipv6) {
-        return false;
-    }
-    match k.ip_tos & 3 {
-        1 | 2 => {
-            packet::set_ecn(frame, &k, 3);
-            true
-        }
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::packet::testpkt::{checksums_ok, ipv4_udp};
+    use crate::qdisc::droptail::DropTail;
 
     const MS: u64 = 1_000_000;
+
+    fn link(params: LinkParams) -> Egress {
+        Egress::new(params, Box::new(DropTail::default()))
+    }
+
+    fn queued(rate_bps: u64, droptail: &str) -> Egress {
+        let spec = crate::qdisc::QdiscSpec::parse(droptail).unwrap();
+        let q = DropTail::from_options(&spec.options).unwrap();
+        Egress::new(LinkParams { rate_bps: Some(rate_bps), ..Default::default() }, Box::new(q))
+    }
 
     fn pkt(len: usize, tos: u8) -> Vec<u8> {
         ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, tos, &vec![0u8; len - 42])
@@ -274,7 +268,7 @@ mod tests {
     #[test]
     fn paces_at_line_rate() {
         // 10 Mbit/s, 1250-byte frames: one per millisecond exactly.
-        let mut e = Egress::new(LinkParams { rate_bps: Some(10_000_000), ..Default::default() });
+        let mut e = link(LinkParams { rate_bps: Some(10_000_000), ..Default::default() });
         let mut rng = Rng::new(1);
         let mut due = Vec::new();
         for _ in 0..10 {
@@ -289,7 +283,7 @@ mod tests {
 
     #[test]
     fn delay_adds_latency_without_reordering() {
-        let mut e = Egress::new(LinkParams { delay_ns: 5 * MS, jitter_ns: 2 * MS, ..Default::default() });
+        let mut e = link(LinkParams { delay_ns: 5 * MS, jitter_ns: 2 * MS, ..Default::default() });
         let mut rng = Rng::new(3);
         let mut due = Vec::new();
         for i in 0..200u64 {
@@ -309,12 +303,8 @@ mod tests {
 
     #[test]
     fn jitter_may_reorder_when_allowed() {
-        let mut e = Egress::new(LinkParams {
-            delay_ns: 5 * MS,
-            jitter_ns: 4 * MS,
-            reorder: true,
-            ..Default::default()
-        });
+        let mut e =
+            link(LinkParams { delay_ns: 5 * MS, jitter_ns: 4 * MS, reorder: true, ..Default::default() });
         let mut rng = Rng::new(3);
         let mut due = Vec::new();
         for i in 0..200u64 {
@@ -330,11 +320,7 @@ mod tests {
 
     #[test]
     fn drop_tail_in_packets_and_bytes() {
-        let mut e = Egress::new(LinkParams {
-            rate_bps: Some(1_000_000),
-            buffer_pkts: Some(20),
-            ..Default::default()
-        });
+        let mut e = queued(1_000_000, "droptail/buffer=20p");
         let mut rng = Rng::new(1);
         let mut due = Vec::new();
         let res: Vec<Enqueue> = (0..30).map(|_| e.enqueue(pkt(1000, 0), 0, &mut rng, &mut due)).collect();
@@ -342,22 +328,18 @@ mod tests {
         assert_eq!(e.qlen_pkts(), 20);
         assert_eq!(e.take_peaks().0, 20);
 
-        let mut e = Egress::new(LinkParams {
-            rate_bps: Some(1_000_000),
-            buffer_bytes: Some(3000),
-            ..Default::default()
-        });
+        let mut e = queued(1_000_000, "droptail/buffer=3000b");
         for _ in 0..5 {
             e.enqueue(pkt(1000, 0), 0, &mut rng, &mut due);
         }
         assert_eq!(e.qlen_pkts(), 3);
         assert_eq!(e.stats.drops, 2);
+        assert_eq!(e.qdisc.counters(), vec![("enqueued", 3), ("drops", 2), ("ce_marks", 0)]);
     }
 
     #[test]
     fn ecn_marks_only_ect_above_threshold() {
-        let mut e =
-            Egress::new(LinkParams { rate_bps: Some(1_000_000), ecn_pkts: Some(2), ..Default::default() });
+        let mut e = queued(1_000_000, "droptail/ecn=2p");
         let mut rng = Rng::new(1);
         let mut due = Vec::new();
         let r: Vec<Enqueue> =
@@ -384,7 +366,7 @@ mod tests {
 
     #[test]
     fn queue_drains_and_refills() {
-        let mut e = Egress::new(LinkParams { rate_bps: Some(8_000_000), ..Default::default() });
+        let mut e = link(LinkParams { rate_bps: Some(8_000_000), ..Default::default() });
         let mut rng = Rng::new(1);
         let mut due = Vec::new();
         // 1000 B at 8 Mbit/s = 1 ms each. Arrive every 2 ms: never queue.
@@ -393,5 +375,21 @@ mod tests {
             assert_eq!(e.qlen_pkts(), 1);
         }
         assert_eq!(e.next_deadline(), Some(9 * MS));
+    }
+
+    #[test]
+    fn every_buffer_change_is_counted() {
+        let mut e = link(LinkParams { rate_bps: Some(8_000_000), ..Default::default() });
+        let mut rng = Rng::new(1);
+        let mut due = Vec::new();
+        e.enqueue(pkt(1000, 0), 0, &mut rng, &mut due);
+        e.enqueue(pkt(1000, 0), 0, &mut rng, &mut due);
+        assert_eq!((e.changes(), e.queue()), (2, QueueLen { pkts: 2, bytes: 2000 }));
+        e.advance(MS, &mut rng, &mut due);
+        assert_eq!((e.changes(), e.queue()), (3, QueueLen { pkts: 1, bytes: 1000 }));
+        // Without a rate nothing is buffered, so nothing changes.
+        let mut e = link(LinkParams { delay_ns: MS, ..Default::default() });
+        e.enqueue(pkt(1000, 0), 0, &mut rng, &mut due);
+        assert_eq!(e.changes(), 0);
     }
 }

@@ -2,7 +2,6 @@
 //! rtnetlink and a timerfd for link-emulation departures. Nothing busy-spins: with
 //! no traffic the process sleeps in epoll_wait (20 switches on 2 cores must coexist).
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,9 +10,11 @@ use crate::cli::Config;
 use crate::conn::{Backoff, Conn, Event, State, WBUF_SOFT_CAP};
 use crate::datapath::{Datapath, DpConfig};
 use crate::group::Rng;
-use crate::linkem::{Egress, Enqueue};
+use crate::linkem::Egress;
 use crate::ofp::codec::{error_msg, Body, Msg, OfpErr, PortDesc};
 use crate::ofp::consts::*;
+use crate::ports::{PortQueues, Ports};
+use crate::qdisc;
 use crate::sys::{self, Epoll, LinkMonitor, PacketSocket, RxBatch, Timer};
 
 pub static SHUTDOWN: AtomicBool = AtomicBool::new(false);
@@ -47,13 +48,11 @@ const TICK_NS: u64 = 100_000_000;
 /// Receive batches per port per wake-up, so one busy port cannot starve the others.
 const RX_ROUNDS: usize = 4;
 
+/// A port's I/O side; its queues are `Switch::queues.queues[i]` at the same index.
 pub struct PortRt {
     pub port_no: u32,
     pub ifname: String,
     pub sock: PacketSocket,
-    pub egress: Egress,
-    /// Frames ready for the wire, flushed with one sendmmsg per loop iteration.
-    pub tx: Vec<Vec<u8>>,
 }
 
 pub struct Switch {
@@ -61,12 +60,12 @@ pub struct Switch {
     verbose: u8,
     pub dp: Datapath,
     pub ports: Vec<PortRt>,
-    index: BTreeMap<u32, usize>,
+    /// Queues per port; transmit lists are flushed with one sendmmsg per loop iteration.
+    pub queues: Ports,
     epoll: Epoll,
     timer: Timer,
     netlink: Option<LinkMonitor>,
     rx: RxBatch,
-    rng: Rng,
     controller: Option<std::net::SocketAddr>,
     conn: Option<Conn>,
     backoff: Backoff,
@@ -76,7 +75,6 @@ pub struct Switch {
     stats_interval_ns: u64,
     next_stats_ns: u64,
     next_tick_ns: u64,
-    due: Vec<Vec<u8>>,
 }
 
 impl Switch {
@@ -112,7 +110,7 @@ impl Switch {
             epoll.add(n.fd(), libc::EPOLLIN as u32, TOK_NETLINK).map_err(|e| e.to_string())?;
         }
         let mut ports = Vec::new();
-        let mut index = BTreeMap::new();
+        let mut queues = Ports::new(Rng::new(seed ^ 0x5eed));
         for (i, (p, (mac, up))) in cfg.ports.iter().zip(infos).enumerate() {
             let sock = PacketSocket::open(&p.ifname)
                 .map_err(|e| format!("port {} ({}): {e}", p.port_no, p.ifname))?;
@@ -135,14 +133,12 @@ impl Switch {
                 up,
                 now,
             );
-            index.insert(p.port_no, i);
-            ports.push(PortRt {
-                port_no: p.port_no,
-                ifname: p.ifname.clone(),
-                sock,
-                egress: Egress::new(p.link.clone()),
-                tx: Vec::new(),
-            });
+            // The command line built these once already; errors here are just as clear.
+            let at = |e: String| format!("port {} ({}): {e}", p.port_no, p.ifname);
+            let egress = Egress::new(p.link.clone(), qdisc::build_egress(&p.egress).map_err(at)?);
+            let ingress = p.ingress.as_ref().map(qdisc::build_ingress).transpose().map_err(at)?;
+            queues.add(PortQueues::new(p.port_no, egress, ingress));
+            ports.push(PortRt { port_no: p.port_no, ifname: p.ifname.clone(), sock });
         }
         sys::set_timer_slack_ns(1000);
         Ok(Switch {
@@ -150,12 +146,11 @@ impl Switch {
             verbose: cfg.verbose,
             dp,
             ports,
-            index,
+            queues,
             epoll,
             timer,
             netlink,
             rx: RxBatch::new(cfg.batch),
-            rng: Rng::new(seed ^ 0x5eed),
             controller: cfg.controller,
             conn: None,
             backoff: Backoff::new(cfg.max_backoff_ms),
@@ -165,7 +160,6 @@ impl Switch {
             stats_interval_ns: cfg.stats_interval_ms * 1_000_000,
             next_stats_ns: now,
             next_tick_ns: now + TICK_NS,
-            due: Vec::new(),
         })
     }
 
@@ -215,7 +209,7 @@ impl Switch {
     /// Work after a batch of events: route datapath output, service queues, flush.
     fn after_io(&mut self, now: u64) {
         self.route_outputs(now);
-        self.service_egress(now);
+        self.queues.service(&mut self.dp, now);
         self.flush_ports();
         self.flush_ctrl();
         if now >= self.next_tick_ns {
@@ -228,8 +222,7 @@ impl Switch {
             self.write_stats(now);
             self.next_stats_ns = now + self.stats_interval_ns;
         }
-        let deadline = self.ports.iter().filter_map(|p| p.egress.next_deadline()).min();
-        self.timer.set(deadline);
+        self.timer.set(self.queues.next_deadline());
     }
 
     fn rx_port(&mut self, i: usize, now: u64) {
@@ -266,22 +259,7 @@ impl Switch {
                     }
                     _ => f.data.to_vec(),
                 };
-                if let Some(p) = self.dp.ports.get_mut(&port_no) {
-                    p.counters.rx_packets += 1;
-                    p.counters.rx_bytes += frame.len() as u64;
-                }
-                // Defence in depth: a bug on one odd frame must not take the switch down.
-                let dp = &mut self.dp;
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    dp.process_packet(port_no, frame, now)
-                }))
-                .is_err()
-                {
-                    self.dp.out.clear();
-                    if let Some(p) = self.dp.ports.get_mut(&port_no) {
-                        p.counters.rx_errors += 1;
-                    }
-                }
+                self.queues.receive(&mut self.dp, i, frame, now);
             }
             // Route as we go so a large burst does not pile up in dp.out.
             self.route_outputs(now);
@@ -292,48 +270,21 @@ impl Switch {
     }
 
     fn route_outputs(&mut self, now: u64) {
-        for o in std::mem::take(&mut self.dp.out) {
-            let Some(&i) = self.index.get(&o.port) else { continue };
-            let p = &mut self.ports[i];
-            if p.egress.params.is_passthrough() {
-                p.tx.push(o.frame);
-                continue;
-            }
-            let r = p.egress.enqueue(o.frame, now, &mut self.rng, &mut self.due);
-            if r == Enqueue::Dropped {
-                if let Some(dp) = self.dp.ports.get_mut(&o.port) {
-                    dp.counters.tx_dropped += 1;
-                }
-            } else if r == Enqueue::Marked {
-                if let Some(dp) = self.dp.ports.get_mut(&o.port) {
-                    dp.counters.ce_marks += 1;
-                }
-            }
-            p.tx.append(&mut self.due);
-        }
-    }
-
-    fn service_egress(&mut self, now: u64) {
-        for p in self.ports.iter_mut() {
-            if p.egress.next_deadline().is_some_and(|d| d <= now) {
-                p.egress.advance(now, &mut self.rng, &mut self.due);
-                p.tx.append(&mut self.due);
-            }
-        }
+        self.queues.route_outputs(&mut self.dp, now);
     }
 
     fn flush_ports(&mut self) {
-        for p in self.ports.iter_mut() {
-            if p.tx.is_empty() {
+        for (p, q) in self.ports.iter().zip(self.queues.queues.iter_mut()) {
+            if q.tx.is_empty() {
                 continue;
             }
-            let sent = p.sock.send_batch(&p.tx);
+            let sent = p.sock.send_batch(&q.tx);
             if let Some(c) = self.dp.ports.get_mut(&p.port_no).map(|d| &mut d.counters) {
                 c.tx_packets += sent as u64;
-                c.tx_bytes += p.tx[..sent].iter().map(|f| f.len() as u64).sum::<u64>();
-                c.tx_dropped += (p.tx.len() - sent) as u64;
+                c.tx_bytes += q.tx[..sent].iter().map(|f| f.len() as u64).sum::<u64>();
+                c.tx_dropped += (q.tx.len() - sent) as u64;
             }
-            p.tx.clear();
+            q.tx.clear();
         }
     }
 
@@ -481,33 +432,47 @@ impl Switch {
             self.dp.connected,
             self.dp.packet_ins_dropped
         );
-        for (i, p) in self.ports.iter_mut().enumerate() {
-            let (peak_p, peak_b) = p.egress.take_peaks();
+        for (i, (p, q)) in self.ports.iter().zip(self.queues.queues.iter_mut()).enumerate() {
+            let (peak_p, peak_b) = q.egress.take_peaks();
             let c =
                 self.dp.ports.get(&p.port_no).map(|d| (d.counters.clone(), d.link_up)).unwrap_or_default();
             let (c, up) = c;
             if i > 0 {
                 s.push(',');
             }
+            let egress = qdisc::counters_json(q.egress.qdisc.kind(), &q.egress.qdisc.counters());
+            let ingress = match &q.ingress {
+                None => "null".to_string(),
+                Some(ing) => {
+                    let held = ing.held();
+                    let mut counters = vec![("held", held.pkts as u64), ("held_bytes", held.bytes as u64)];
+                    counters.extend(ing.counters());
+                    qdisc::counters_json(ing.kind(), &counters)
+                }
+            };
             s.push_str(&format!(
                 "{{\"port\":{},\"name\":\"{}\",\"up\":{},\"qlen\":{},\"qlen_bytes\":{},\"qlen_max\":{},\"qlen_bytes_max\":{},\"in_flight\":{},\
-                 \"rx_packets\":{},\"rx_bytes\":{},\"tx_packets\":{},\"tx_bytes\":{},\"drops\":{},\"tx_dropped\":{},\"ce_marks\":{},\"rx_errors\":{}}}",
+                 \"rx_packets\":{},\"rx_bytes\":{},\"tx_packets\":{},\"tx_bytes\":{},\"drops\":{},\"tx_dropped\":{},\"ce_marks\":{},\"rx_errors\":{},\
+                 \"rx_dropped\":{},\"egress\":{},\"ingress\":{}}}",
                 p.port_no,
                 json_escape(&p.ifname),
                 up,
-                p.egress.qlen_pkts(),
-                p.egress.qlen_bytes(),
+                q.egress.qlen_pkts(),
+                q.egress.qlen_bytes(),
                 peak_p,
                 peak_b,
-                p.egress.in_flight(),
+                q.egress.in_flight(),
                 c.rx_packets,
                 c.rx_bytes,
                 c.tx_packets,
                 c.tx_bytes,
-                p.egress.stats.drops,
+                q.egress.stats.drops,
                 c.tx_dropped,
                 c.ce_marks,
-                c.rx_errors
+                c.rx_errors,
+                c.rx_dropped,
+                egress,
+                ingress
             ));
         }
         s.push_str("]}\n");

@@ -4,9 +4,14 @@
 use std::collections::HashMap;
 
 use dcnlab_switch::datapath::{Datapath, DpConfig, FailMode};
-use dcnlab_switch::group::SelectMode;
+use dcnlab_switch::group::{Rng, SelectMode};
+use dcnlab_switch::linkem::{Egress, LinkParams};
 use dcnlab_switch::ofp::codec::*;
 use dcnlab_switch::ofp::consts::*;
+use dcnlab_switch::packet::{set_field, Field, Key};
+use dcnlab_switch::ports::{PortQueues, Ports};
+use dcnlab_switch::qdisc::droptail::DropTail;
+use dcnlab_switch::qdisc::{Arrival, IngressCtx, IngressQdisc, QueueLen};
 
 const SEC: u64 = 1_000_000_000;
 
@@ -487,4 +492,119 @@ fn flow_mod_errors_follow_the_spec() {
     let b = FlowMod { flags: OFPFF_CHECK_OVERLAP, ..base };
     let r = send(&mut dp, Body::FlowMod(Box::new(b)));
     assert!(matches!(r[0].body, Body::Error { typ: OFPET_FLOW_MOD_FAILED, code: OFPFMFC_OVERLAP, .. }));
+}
+
+// ---------------------------------------------------------------------------------------
+// Ingress queue disciplines: frames received on a port pass its ingress discipline before
+// the flow tables (the path `switch.rs` runs, through `ports::Ports`).
+
+/// Holds frames that arrive while the port's own egress queue is not empty, releases them
+/// (in order, with the IPv4 DSCP set to 10 to show a release may modify the frame) when
+/// that queue has drained, and drops arrivals beyond `limit` held frames.
+struct HoldWhileBacklogged {
+    limit: usize,
+    held: std::collections::VecDeque<Vec<u8>>,
+    arrivals: u64,
+    drops: u64,
+}
+
+impl IngressQdisc for HoldWhileBacklogged {
+    fn kind(&self) -> &'static str {
+        "hold"
+    }
+    fn arrive(&mut self, frame: Vec<u8>, ctx: &IngressCtx) -> Arrival {
+        self.arrivals += 1;
+        if ctx.egress.pkts == 0 && self.held.is_empty() {
+            Arrival::Pass(frame)
+        } else if self.held.len() >= self.limit {
+            self.drops += 1;
+            Arrival::Dropped
+        } else {
+            self.held.push_back(frame);
+            Arrival::Held
+        }
+    }
+    fn wake(&mut self, ctx: &IngressCtx, release: &mut Vec<Vec<u8>>) {
+        if ctx.egress.pkts == 0 {
+            for mut f in self.held.drain(..) {
+                let k = Key::parse(&f, 0);
+                set_field(&mut f, &k, Field::IpDscp, &[10]);
+                release.push(f);
+            }
+        }
+    }
+    fn next_deadline(&self) -> Option<u64> {
+        None
+    }
+    fn held(&self) -> QueueLen {
+        QueueLen { pkts: self.held.len(), bytes: self.held.iter().map(Vec::len).sum() }
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![("arrivals", self.arrivals), ("drops", self.drops)]
+    }
+}
+
+#[test]
+fn ingress_discipline_holds_frames_until_its_port_egress_drains() {
+    const MS: u64 = 1_000_000;
+    let mut dp = dp_with(SelectMode::Hash, FailMode::Secure, 2);
+    add_flow(&mut dp, 0, 10, vec![basic(0, &1u32.to_be_bytes())], apply(vec![out(2)]));
+    add_flow(&mut dp, 0, 10, vec![basic(0, &2u32.to_be_bytes())], apply(vec![out(1)]));
+    let mut ports = Ports::new(Rng::new(1));
+    for p in 1..=2u32 {
+        // Port 1: 64-byte frames at 512 kbit/s = 1 ms each on its egress.
+        let rate = if p == 1 { Some(512_000) } else { None };
+        let egress =
+            Egress::new(LinkParams { rate_bps: rate, ..Default::default() }, Box::new(DropTail::default()));
+        let ingress: Option<Box<dyn IngressQdisc>> = if p == 1 {
+            Some(Box::new(HoldWhileBacklogged { limit: 2, held: Default::default(), arrivals: 0, drops: 0 }))
+        } else {
+            None
+        };
+        ports.add(PortQueues::new(p, egress, ingress));
+    }
+    let frame = |sport: u16| {
+        let mut f = udp(sport, 9);
+        f.resize(64, 0);
+        f
+    };
+    let sports = |ports: &mut Ports, i: usize| -> Vec<(u16, u8)> {
+        std::mem::take(&mut ports.queues[i].tx)
+            .iter()
+            .map(|f| (u16::from_be_bytes([f[34], f[35]]), f[15] >> 2))
+            .collect()
+    };
+    // Nothing queued on port 1: its arrivals go straight through the flow table to 2.
+    ports.receive(&mut dp, 0, frame(1), 0);
+    ports.route_outputs(&mut dp, 0);
+    assert_eq!(sports(&mut ports, 1), vec![(1, 0)]);
+    // Port 2 -> port 1 backs up port 1's egress (3 frames, 3 ms).
+    for s in 100..103 {
+        ports.receive(&mut dp, 1, frame(s), 0);
+    }
+    ports.route_outputs(&mut dp, 0);
+    assert_eq!(ports.get(1).unwrap().egress.qlen_pkts(), 3);
+    // Now port 1's arrivals are held; the third is one too many.
+    for s in 2..5 {
+        ports.receive(&mut dp, 0, frame(s), MS / 2);
+    }
+    ports.service(&mut dp, MS / 2);
+    assert!(sports(&mut ports, 1).is_empty());
+    assert_eq!(dp.ports[&1].counters.rx_dropped, 1);
+    assert_eq!(dp.ports[&1].counters.rx_packets, 4);
+    // Departures wake the discipline; only the last one (3 ms) empties the queue.
+    let mut t = MS / 2;
+    while let Some(d) = ports.next_deadline() {
+        t = d;
+        ports.service(&mut dp, t);
+        if !ports.queues[1].tx.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(t, 3 * MS);
+    assert_eq!(sports(&mut ports, 0).len(), 3, "port 1 sent the backlog");
+    assert_eq!(sports(&mut ports, 1), vec![(2, 10), (3, 10)], "released in order, modified");
+    assert_eq!(ports.next_deadline(), None);
+    let q = ports.get(1).unwrap().ingress.as_ref().unwrap();
+    assert_eq!((q.held(), q.counters()), (QueueLen::default(), vec![("arrivals", 4), ("drops", 1)]));
 }

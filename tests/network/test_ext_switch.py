@@ -68,6 +68,41 @@ def test_buffer_without_rate_is_dropped_with_a_warning() -> None:
     assert ext.egress_options(LinkParams(), towards_host=True) == []
 
 
+def test_disciplines_reach_the_ports_they_are_scoped_to_verbatim() -> None:
+    params = parse("spineleaf:1,2,1,rate=10M,buffer=20,ecn=5,ingress@host=abq/k=20p/mode=ece,"
+                   "egress@fabric=red/min=5p/max=15p").default_params
+    # Host-facing: the default drop-tail from buffer=/ecn=, plus the ingress discipline.
+    assert ext.port_options(params, towards_host=True, fold_host_delay=False) == [
+        "rate=10000000", "buffer=20p", "ecn=5p", "ingress=abq/k=20p/mode=ece"]
+    # Fabric-facing: egress= replaces the drop-tail and its buffer=/ecn=; no ingress.
+    assert ext.port_options(params, towards_host=False) == [
+        "rate=10000000", "egress=red/min=5p/max=15p"]
+    assert ext.egress_options(params, towards_host=True) == [
+        "rate=10000000", "buffer=20p", "ecn=5p"]
+    cmd = ext.switch_command("/bin/sw", "s2", 2, None,
+                             [(1, "s2-eth1", ext.port_options(params, False)),
+                              (2, "s2-eth2", ext.port_options(params, True))],
+                             ext.ExtOptions(), None)
+    assert cmd[cmd.index("--port") + 1] == "1=s2-eth1,rate=10000000,egress=red/min=5p/max=15p"
+    assert "2=s2-eth2,rate=10000000,buffer=20p,ecn=5p,ingress=abq/k=20p/mode=ece" in cmd
+
+
+def test_egress_discipline_without_rate_is_dropped_with_a_warning() -> None:
+    params = LinkParams(delay_us=10, egress_host="droptail/buffer=5p", ingress_host="abq")
+    with pytest.warns(EmulationWarning, match="egress=droptail/buffer=5p ignored"):
+        opts = ext.port_options(params, towards_host=True, fold_host_delay=False)
+    # The ingress side has no queue of its own to form: it is passed on.
+    assert opts == ["delay=10us", "ingress=abq"]
+
+
+def test_a_discipline_on_ovs_warns_like_delay_does() -> None:
+    net = Network("spineleaf:1,1,1,rate=10M,ingress@host=abq/k=20p", app=LEARNING_SWITCH)
+    with pytest.warns(EmulationWarning, match="queue discipline .* needs --switch ext; "
+                                              "ignored on ovs"):
+        net._warn_emulation()
+    assert net.warnings
+
+
 def test_plan_ports_follows_the_spec() -> None:
     spec = parse("spineleaf:1,2,1,delay=5ms")
     leaf = ext.plan_ports(spec, "s2")  # s1 is the spine, s2/s3 the leaves

@@ -2,7 +2,7 @@
 
 Run with the project venv (Ryu 4.34)::
 
-    /work/main/.venv/bin/python tests/switch_ext/gen_of13_vectors.py
+    .venv/bin/python tests/switch_ext/gen_of13_vectors.py   # from the repository root
 
 It writes ``switch_ext/tests/vectors/of13.json``: one entry per controller-to-switch message
 the switch supports (every message type, every match field exact and masked, every action

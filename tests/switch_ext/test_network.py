@@ -117,6 +117,32 @@ def test_drop_tail_buffer(line, switch_binary, tmp_path):
     assert port2[-1]["tx_dropped"] >= port2[-1]["drops"]
 
 
+def test_named_droptail_discipline_and_its_stats(line, switch_binary, tmp_path):
+    """egress=droptail/buffer=20p is the same queue as buffer=20p; its own counters appear
+    per port under "egress" (and "ingress" is null without an ingress discipline)."""
+    if not _have("iperf3"):
+        pytest.skip("needs iperf3")
+    stats = str(tmp_path / "stats.jsonl")
+    line.start_switch(
+        switch_binary,
+        {2: "rate=10M,egress=droptail/buffer=20p"},
+        STANDALONE,
+        stats_file=stats,
+        stats_interval_ms=10,
+    )
+    assert ping_ok(line, 1, 2)
+    iperf3(line, server=2, client=1, args=["-u", "-b", "40M", "-l", "1200"], seconds=2)
+    time.sleep(0.2)
+    port2 = [next(p for p in r["ports"] if p["port"] == 2) for r in read_stats(stats)]
+    assert max(p["qlen_max"] for p in port2) == 20
+    last = port2[-1]
+    assert last["drops"] > 100
+    assert last["egress"]["kind"] == "droptail"
+    assert last["egress"]["drops"] == last["drops"]
+    assert last["egress"]["enqueued"] > 0 and last["egress"]["ce_marks"] == 0
+    assert last["ingress"] is None and last["rx_dropped"] == 0
+
+
 RECEIVER = textwrap.dedent(
     """
     import socket, sys, json

@@ -127,6 +127,10 @@ def test_fail_modes_without_controller(line, switch_binary, fake):
         (["--name", "s1", "--port", "1=lo,rate=10Q"], "rate '10Q'"),
         (["--name", "s1"], "--port"),
         (["--name", "s1", "--port", "1=lo", "--select-mode", "spray"], "hash, rr or random"),
+        (["--name", "s1", "--port", "1=lo,ingress=nosuch/k=20p"],
+         "--port '1=lo,ingress=nosuch/k=20p': unknown ingress discipline 'nosuch'"),
+        (["--name", "s1", "--port", "1=lo,rate=10M,egress=droptail/k=5p"],
+         "egress discipline 'droptail': unknown option 'k' (known: buffer, ecn)"),
     ],
 )
 def test_bad_launch_options_fail_clearly(switch_binary, args, message):

@@ -98,9 +98,36 @@ def test_dict_round_trip() -> None:
     assert again == topo
 
 
+def test_queue_disciplines_by_direction_and_port_scope() -> None:
+    topo = parse("incast:4,rate=100M,ingress@host=abq/k=20p/mode=ece,"
+                 "egress=droptail/buffer=50p/ecn=10p,egress@fabric=red/min=5p")
+    p = topo.default_params
+    assert (p.ingress_host, p.ingress_fabric) == ("abq/k=20p/mode=ece", None)
+    # A scoped option after an unscoped one overrides it on its ports only.
+    assert (p.egress_host, p.egress_fabric) == ("droptail/buffer=50p/ecn=10p", "red/min=5p")
+    assert p.qdisc("ingress", towards_host=True) == "abq/k=20p/mode=ece"
+    assert p.qdisc("ingress", towards_host=False) is None
+    assert p.qdisc("egress", towards_host=False) == "red/min=5p"
+    assert p.buffer_pkts == 80  # the family default stays; egress= replaces it at the switch
+    assert all(lk.params == p for lk in topo.links)
+    assert topo.spec == ("incast:4,rate=100M,ingress@host=abq/k=20p/mode=ece,"
+                         "egress=droptail/buffer=50p/ecn=10p,egress@fabric=red/min=5p")
+    assert TopologySpec.from_dict(topo.to_dict()) == topo
+    assert topo.needs_emulation()
+    assert parse("fattree:4,ingress=abq").default_params.ingress_fabric == "abq"
+    plain = parse("fattree:4,rate=10M").default_params
+    assert not plain.has_qdisc() and not plain.needs_emulation()
+
+
 @pytest.mark.parametrize(
     ("spec", "why"),
     [
+        ("fattree:4,ingress@edge=abq", "unknown scope @edge"),
+        ("fattree:4,ingress=ABQ", "expected NAME[/KEY=VALUE]"),
+        ("fattree:4,egress=droptail/buffer", "expected NAME[/KEY=VALUE]"),
+        ("fattree:4,egress=droptail/buffer=20p/", "expected NAME[/KEY=VALUE]"),
+        ("fattree:4,ingress=abq/k=a;b", "expected NAME[/KEY=VALUE]"),
+        ("fattree:4,queue@host=abq", "unknown link option"),
         ("fatree:4", "unknown family"),
         ("fattree:5", "even K"),
         ("fattree:x", "not an integer"),

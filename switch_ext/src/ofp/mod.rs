@@ -1,3 +1,11 @@
-//! OpenFlow 1.3 wire format.
+//! OpenFlow 1.3 wire format, one module per message family; [`codec`] re-exports them.
+pub mod action;
 pub mod codec;
 pub mod consts;
+pub mod flowmod;
+pub mod instruction;
+pub mod message;
+pub mod multipart;
+pub mod oxm;
+pub mod port;
+pub mod wire;
