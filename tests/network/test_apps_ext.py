@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from dcnlab.check import SPLIT_TOLERANCE, check, inter_pod_pairs, one_flow_split
+from dcnlab.check import check, inter_pod_pairs, one_flow_split
+from dcnlab.schemes.spray import SPLIT_TOLERANCE
 from dcnlab.topo.network import Network
 from dcnlab.topo.spec import parse
 

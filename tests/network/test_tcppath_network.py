@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from dcnlab.check import tcppath_congestion
 from dcnlab.schemes.tcppath import frames
+from dcnlab.schemes.tcppath.check import tcppath_congestion
 from dcnlab.topo.network import Network
 from dcnlab.topo.spec import TopologySpec
 

@@ -7,12 +7,12 @@ the checks and the benchmarks get it, and is checked key by key and type by type
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from app_harness import app_from_topology
 from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
 from state_schema import mismatches
@@ -33,15 +33,7 @@ def _ev(**msg: Any) -> SimpleNamespace:
 def _start(app_cls: type, topo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
            **env: str) -> tuple[Any, dict[int, FakeDatapath]]:
     """An app on the given topology with every switch connected and synced."""
-    spec = parse(topo)
-    path = tmp_path / "topo.json"
-    path.write_text(json.dumps(spec.to_dict()))
-    monkeypatch.setenv("DCNLAB_TOPOLOGY", str(path))
-    monkeypatch.setenv("DCNLAB_STATS_INTERVAL", "0")
-    monkeypatch.delenv("DCNLAB_STATE_FILE", raising=False)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    app = app_cls()
+    app, spec = app_from_topology(app_cls, topo, tmp_path, monkeypatch, **env)
     dps = {s.dpid: FakeDatapath(s.dpid) for s in spec.switches}
     for dp in dps.values():
         app._features(_ev(datapath=dp))

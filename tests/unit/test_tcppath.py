@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from app_harness import app_from_topology
 from ryu.lib.packet import ethernet, ipv4, packet, tcp
 from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
@@ -298,15 +299,7 @@ class Lab:
 
     def __init__(self, app_cls: type, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
                  topo: str = TOPO, **env: str) -> None:
-        spec = parse(topo)
-        path = tmp_path / "topo.json"
-        path.write_text(json.dumps(spec.to_dict()))
-        monkeypatch.setenv("DCNLAB_TOPOLOGY", str(path))
-        monkeypatch.setenv("DCNLAB_STATS_INTERVAL", "0")
-        monkeypatch.delenv("DCNLAB_STATE_FILE", raising=False)
-        for k, v in env.items():
-            monkeypatch.setenv(k, v)
-        self.app = app_cls()
+        self.app, spec = app_from_topology(app_cls, topo, tmp_path, monkeypatch, **env)
         self.clock = 100.0
         self.app.now = lambda: self.clock
         self.dps = {s.dpid: FakeDatapath(s.dpid) for s in spec.switches}
