@@ -157,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     chk = sub.add_parser("check", help="smoke test: connectivity plus the app's invariant")
     network_args(chk)
     chk.add_argument("--select-mode", default="random", choices=("random", "rr"),
-                     help="per-packet selection asked by spray on switch_ext")
+                     help="per-packet select mode, for schemes that ask switch_ext for one")
     chk.set_defaults(func=_cmd_check)
 
     run = sub.add_parser("run", help="run a comparative experiment")

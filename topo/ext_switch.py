@@ -2,7 +2,7 @@
 
 ::
 
-    with Network("spineleaf:2,2,2,rate=10M,delay=1ms", app="dcnlab.apps.rps", switch="ext",
+    with Network("spineleaf:2,2,2,rate=10M,delay=1ms", app="dcnlab.apps.spray", switch="ext",
                  switch_options={"select_mode": "random", "seed": 7}) as net:
         print(net.switch("s1").stats())          # last line of s1's stats file
 

@@ -1,7 +1,7 @@
 """An out-of-band management network between the run namespace and every host.
 
-The controller (ryu-manager) lives in the run namespace; host agents (UC3) live in the
-hosts.  The data plane must not carry their conversation: it would compete with the
+The controller (ryu-manager) lives in the run namespace; a scheme's host agents live in
+the hosts.  The data plane must not carry their conversation: it would compete with the
 traffic it is controlling and pass through the switches under test.  So, when a
 :class:`~dcnlab.topo.network.Network` is built with ``management=True``:
 

@@ -106,7 +106,7 @@ def render(rows: Sequence[Mapping[str, Any]], schemes: Sequence[str], sweep: str
     """A controller table: mean over seeds per scheme and sweep value.
 
     The per-flow entries row also gives each scheme's share of the scheme with the most
-    entries (TFE against TCP-Path: the paper reports ~5.6 %).
+    entries (a scheme that pins only some flows against one that pins all of them).
     """
     if not rows:
         return ""

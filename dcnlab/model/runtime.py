@@ -15,7 +15,7 @@ that plain ``ryu-manager dcnlab.apps.ecmp`` keeps working:
 ``DCNLAB_STATS_INTERVAL``
     Seconds between the app's port-statistics polls (default 1; 0 turns polling off).
 ``DCNLAB_SELECT_MODE``
-    Selection mode the ``spray`` app asks of switches that can choose one
+    Per-packet selection mode an app asks of switches that can choose one
     (``random`` or ``rr``); defaults to ``random``.
 
 This module is neutral ground: the launcher (:mod:`dcnlab.topo`) and the apps

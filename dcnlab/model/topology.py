@@ -16,8 +16,8 @@ import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-# Tier of switches beyond the data center's edge (dumbbell:N,U,X's outside switch): UC3
-# pools unused bandwidth at the first switch of a path that is not of this tier.
+# Tier of switches beyond the data center's edge (dumbbell:N,U,X's outside switch): a
+# scheme acting at the edge finds it as the first switch of a path not of this tier.
 EXTERNAL_TIER = "external"
 
 
