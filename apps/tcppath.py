@@ -45,7 +45,7 @@ import os
 import random
 import time
 from collections import OrderedDict, deque
-from typing import Any
+from typing import Any, cast
 
 from ryu.controller import ofp_event
 from ryu.controller.handler import MAIN_DISPATCHER, set_ev_cls
@@ -67,6 +67,7 @@ from dcnlab.schemes.tcppath.state import (
     TcpPathState,
     Verdict,
 )
+from dcnlab.schemes.tcppath.state_file import TcpPathControllerState
 
 ENV_IDLE = "DCNLAB_TCPPATH_IDLE"
 ENV_LOCK = "DCNLAB_TCPPATH_LOCK"
@@ -440,8 +441,8 @@ class TcpPath(FabricApp):
         self._dirty = True
         return total
 
-    def state(self) -> dict[str, Any]:
-        state = super().state()
+    def state(self) -> TcpPathControllerState:
+        state = cast(TcpPathControllerState, super().state())
         per_switch = self.entries_per_switch()
         state["tcppath"] = {
             "elephants_only": self.elephants is not None,

@@ -56,7 +56,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
+from typing import Any, cast
 
 from ryu.lib import hub
 
@@ -79,6 +79,7 @@ from dcnlab.schemes.uc3.collect import (
     link_capacities,
 )
 from dcnlab.schemes.uc3.config import ConfigError, Uc3Config, read_agents
+from dcnlab.schemes.uc3.state_file import Uc3ControllerState
 
 DEFAULT_CAPACITY_BPS = 1e9
 AGENTS_RELOAD_S = 0.5
@@ -221,8 +222,8 @@ class Uc3(FabricApp):
 
     # -- reporting -------------------------------------------------------------
 
-    def state(self) -> dict[str, Any]:
-        state = super().state()
+    def state(self) -> Uc3ControllerState:
+        state = cast(Uc3ControllerState, super().state())
         cfg = self.uc3
         flows = {}
         for flow, alloc in self.allocation.items():

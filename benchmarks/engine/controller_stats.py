@@ -19,6 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dcnlab.model.runtime import ControllerState
 from dcnlab.schemes import registry
 
 CONTROLLER_CSV = "controller.csv"
@@ -38,7 +39,7 @@ COLUMNS = ["scheme", "load", "seed", "entries_mean", "entries_max", "entries_sam
            *dict.fromkeys(COUNTERS.values())]
 
 
-def snapshot(net: Any) -> dict[str, Any] | None:
+def snapshot(net: Any) -> ControllerState | None:
     """The app's current state, or None when there is none to read."""
     try:
         state = net.state()
