@@ -61,7 +61,7 @@ setup(
         "matplotlib==3.11.2",
         "mininet==2.3.0.dev6",
     ],
-    extras_require={"dev": ["pytest==9.2.0", "ruff==0.17.6"]},
+    extras_require={"dev": ["pytest==9.2.0", "ruff==0.17.6", "hypothesis==6.170.15"]},
     entry_points={"console_scripts": [
         "dcnlab=dcnlab.cli:main",
         "dcnlab-agent=dcnlab.hosts.uc3_agent.__main__:main",

@@ -80,7 +80,7 @@ from .errors import EmulationWarning, NetworkError
 from .management import add_management, management_address
 from .mininet_topos import DcnHost, DcnTCLink, SpecTopo
 from .ovs import OvsInstance, parse_port_stats
-from .preflight import TOOLS, find_ryu_manager, preflight
+from .preflight import TOOLS, check_size, find_ryu_manager, preflight
 from .run_namespace import (
     RUN_ROOT,
     netns_inode,
@@ -135,6 +135,7 @@ class Network:
                  switch_options: Mapping[str, Any] | None = None,
                  management: bool = False) -> None:
         self.spec = parse(spec) if isinstance(spec, str) else spec
+        check_size(self.spec)  # before anything exists
         self.kind = get_switch_kind(switch)
         self.app = self._resolve_app(app)
         self.app_env = dict(app_env or {})

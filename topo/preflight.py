@@ -13,6 +13,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from dcnlab.model.topology import TopologySpec
+
 from .errors import NetworkError
 from .ovs import OvsError, find_binaries
 from .switches import SwitchKind, SwitchKindError
@@ -58,3 +60,28 @@ def preflight(kind: SwitchKind) -> str:
     except SwitchKindError as exc:
         raise NetworkError(str(exc)) from None
     return find_ryu_manager()
+
+
+ENV_MAX_NODES = "DCNLAB_MAX_NODES"
+# Switches + hosts one run may build.  Every node is a process or a namespace with veths,
+# and a userspace switch is CPU-bound: fattree:8 (208 nodes) still starts on 2 cores,
+# much beyond that a run spends its time starting up and its results measure the CPU.
+DEFAULT_MAX_NODES = 512
+
+
+def check_size(spec: TopologySpec) -> None:
+    """Refuse a topology larger than this machine should build (raises NetworkError that
+    says the limit and how to lift it)."""
+    nodes = len(spec.switches) + len(spec.hosts)
+    text = os.environ.get(ENV_MAX_NODES, "")
+    try:
+        limit = int(text) if text else DEFAULT_MAX_NODES
+    except ValueError:
+        raise NetworkError(f"{ENV_MAX_NODES}={text!r}: expected a whole number of "
+                           "nodes") from None
+    if nodes > limit:
+        raise NetworkError(
+            f"{spec.spec} has {nodes} nodes ({len(spec.switches)} switches, "
+            f"{len(spec.hosts)} hosts), more than the {limit} a run builds by default; "
+            f"set {ENV_MAX_NODES}={nodes} to build it anyway (every node is a namespace "
+            "or a process: expect minutes of start-up and CPU-bound switches)")

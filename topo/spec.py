@@ -33,6 +33,7 @@ re-exported here, so ``from dcnlab.topo.spec import TopologySpec`` keeps working
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -164,6 +165,7 @@ def _spineleaf(args: list[int], params: LinkParams) -> _Builder:
     spines_n, leaves_n, hosts_n = args
     if min(args) < 1:
         raise SpecError(f"spineleaf:S,L,H needs positive numbers, got {args}")
+    _within_model(spines_n + leaves_n, leaves_n * hosts_n, "spineleaf:S,L,H")
     b = _Builder(params)
     spines = [b.switch("spine", None, i) for i in range(spines_n)]
     leaves = [b.switch("leaf", 0, i) for i in range(leaves_n)]
@@ -184,6 +186,8 @@ def _threelayer(args: list[int], params: LinkParams) -> _Builder:
     pods, racks, hosts_n, spines_per_plane = (args + [2, 2, 2, 1][len(args):])[:4]
     if min(pods, racks, hosts_n, spines_per_plane) < 1:
         raise SpecError(f"threelayer:P,R,H,S needs positive numbers, got {args}")
+    _within_model(PLANES * spines_per_plane + pods * (PLANES + racks), pods * racks * hosts_n,
+                  "threelayer:P,R,H,S")
     b = _Builder(params)
     spines = [[b.switch("spine", None, p * spines_per_plane + i)
                for i in range(spines_per_plane)] for p in range(PLANES)]
@@ -322,34 +326,61 @@ _UNITS_RATE = {"": 1.0, "k": 1e-3, "m": 1.0, "g": 1e3}
 _UNITS_TIME = {"us": 1, "ms": 1000, "s": 1_000_000}
 
 
+# Bounds on link options: what an emulated link can mean, not this machine's speed.
+MAX_RATE_MBIT = 1e6  # 1 Tbit/s
+MAX_TIME_US = 10_000_000  # 10 s of delay or jitter
+MAX_BUFFER_PKTS = 1_000_000
+MAX_BUFFER_BYTES = 1 << 31
+
+
+def _number(text: str, what: str) -> float:
+    """A finite float, or ValueError naming ``what`` (nan and inf are not link values)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number, got {text!r}")
+    return value
+
+
 def _parse_rate(text: str) -> float:
     t = text.lower().removesuffix("bit").removesuffix("bps").removesuffix("b")
     unit = t[-1] if t and t[-1] in "kmg" else ""
-    value = float(t[: len(t) - len(unit)])
-    if value <= 0:
-        raise ValueError("rate must be positive")
-    return value * _UNITS_RATE[unit]
+    value = _number(t[: len(t) - len(unit)], "rate") * _UNITS_RATE[unit]
+    if not 0 < value <= MAX_RATE_MBIT:
+        raise ValueError(f"rate must be positive and at most {MAX_RATE_MBIT:g} Mbit/s")
+    return value
 
 
 def _parse_time_us(text: str) -> int:
     t = text.lower()
     for suffix in ("us", "ms", "s"):
         if t.endswith(suffix):
-            value = float(t[: -len(suffix)])
+            value = _number(t[: -len(suffix)], "time")
             break
     else:
-        suffix, value = "us", float(t)
-    if value < 0:
-        raise ValueError("time must not be negative")
-    return int(round(value * _UNITS_TIME[suffix]))
+        suffix, value = "us", _number(t, "time")
+    value *= _UNITS_TIME[suffix]
+    if not 0 <= value <= MAX_TIME_US:
+        raise ValueError(f"time must be between 0 and {MAX_TIME_US // 1_000_000} s")
+    return int(round(value))
+
+
+def _count(text: str, what: str, high: int) -> int:
+    value = _number(text, what)
+    if value != int(value) or not 1 <= value <= high:
+        raise ValueError(f"{what} must be a whole number from 1 to {high}, got {text!r}")
+    return int(value)
 
 
 def _parse_buffer(text: str) -> tuple[int | None, int | None]:
     t = text.lower()
     for suffix, mult in (("kb", 1024), ("mb", 1024 * 1024), ("b", 1)):
         if t.endswith(suffix):
-            return None, int(float(t[: -len(suffix)]) * mult)
-    return int(t.removesuffix("p")), None
+            return None, _count(str(_number(t[: -len(suffix)], "buffer") * mult),
+                                "buffer (bytes)", MAX_BUFFER_BYTES)
+    return _count(t.removesuffix("p"), "buffer (packets)", MAX_BUFFER_PKTS), None
 
 
 def _apply_option(params: LinkParams, key: str, value: str) -> LinkParams:
@@ -363,7 +394,8 @@ def _apply_option(params: LinkParams, key: str, value: str) -> LinkParams:
         pkts, nbytes = _parse_buffer(value)
         return replace(params, buffer_pkts=pkts, buffer_bytes=nbytes)
     if key == "ecn":
-        return replace(params, ecn_threshold_pkts=int(value.lower().removesuffix("p")))
+        return replace(params, ecn_threshold_pkts=_count(value.lower().removesuffix("p"),
+                                                         "ecn (packets)", MAX_BUFFER_PKTS))
     direction, at, scope = key.partition("@")
     if direction in QDISC_DIRECTIONS:
         if at and scope not in QDISC_SCOPES:
@@ -373,6 +405,17 @@ def _apply_option(params: LinkParams, key: str, value: str) -> LinkParams:
         scopes = (scope,) if at else QDISC_SCOPES
         return replace(params, **{f"{direction}_{sc}": value for sc in scopes})
     raise KeyError(key)
+
+
+# A spec is also an in-memory model (rule compilation, benchmarks up to fattree:48, 27,648
+# hosts); past this it is a typo, and building it would exhaust memory first.
+MAX_MODEL_NODES = 100_000
+
+
+def _within_model(switches: int, hosts: int, form: str) -> None:
+    if switches + hosts > MAX_MODEL_NODES:
+        raise SpecError(f"{form} would have {switches} switches and {hosts} hosts; a "
+                        f"topology spec holds at most {MAX_MODEL_NODES} nodes")
 
 
 def _expect(args: list[int], lo: int, hi: int, form: str) -> None:

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -246,9 +247,7 @@ def parse_specs(data: Any, source: Path | None = None,
         where = join("scenarios", str(scenario))
         if not isinstance(overrides, dict):
             raise SpecFileError(where, "expected a mapping of fields to replace")
-        if not str(scenario).replace("_", "").replace("-", "").isalnum():
-            raise SpecFileError(where, "scenario names are directory names: use letters, "
-                                "digits, '-' and '_'")
+        _path_name(str(scenario), where)
         for key in ("name", "scenarios"):
             if key in overrides:
                 raise SpecFileError(join(where, key), "cannot be set per scenario")
@@ -275,7 +274,8 @@ def parse_spec(data: Any, source: Path | None = None,
         raise SpecFileError("scenarios", "this spec has scenarios: use parse_specs()")
     base_dir = source.parent if source is not None else None
 
-    name = _string(data, "name", default=source.stem if source else "experiment")
+    name = _path_name(_string(data, "name", default=source.stem if source else "experiment"),
+                      "name")
     link = from_mapping(LinkOptions, data.get("link"), "link")
     topo_text = _string(data, "topology")
     topo = _topology(topo_text, link)
@@ -356,6 +356,18 @@ def _seconds(data: dict[str, Any], key: str, default: float | None) -> float:
     return value
 
 
+_PATH_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+
+
+def _path_name(name: str, where: str) -> str:
+    """``name`` if it can name a directory under the output directory (results go to
+    OUT/<scenario>/runs/<scheme>/...): no separators, no leading dot, no '..'."""
+    if not _PATH_NAME.fullmatch(name) or len(name) > 100:
+        raise SpecFileError(where, f"{name!r}: names become directory names: use letters, "
+                            "digits, '-', '_' and '.' (not first), at most 100 characters")
+    return name
+
+
 def _unique(values: list[Any], where: str) -> None:
     seen = set()
     for i, v in enumerate(values):
@@ -412,6 +424,7 @@ def _schemes(value: Any, check_apps: bool) -> list[Scheme]:
         schemes.append(scheme)
     names = [s.name for s in schemes]
     for i, n in enumerate(names):
+        _path_name(n, join(join("schemes", i), "name"))
         if names.index(n) != i:
             raise SpecFileError(join("schemes", i), f"scheme name {n!r} is used twice; give "
                                 "each scheme a distinct name")
