@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from dcnlab.benchmarks.engine import run_experiment
+from dcnlab.benchmarks.engine import report, run_experiment
 from dcnlab.benchmarks.engine.runner import RunResult
 
 
@@ -24,3 +24,16 @@ def run_spec(spec: dict[str, Any], tmp_path: Path) -> tuple[RunResult, Path]:
 def csv_rows(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+def assert_report_rerenders(out: Path, table: str) -> None:
+    """With every rendered file removed, ``dcnlab report`` rebuilds them from the saved
+    data alone (flows.csv, meta.json...), and the table is the one the run printed."""
+    rendered = [out / "summary.txt", out / "summary.csv", *sorted((out / "plots").glob("*"))]
+    assert all(p.is_file() for p in rendered) and len(rendered) > 2
+    for path in rendered:
+        path.unlink()
+    again = report(out)
+    assert again.table == table
+    assert (out / "summary.txt").read_text() == table
+    assert all(p.is_file() for p in rendered), [p for p in rendered if not p.is_file()]

@@ -144,7 +144,9 @@ def test_an_agent_that_dies_is_reported_and_its_flows_kept(tmp_path: Path) -> No
     assert status[0] == "ok" and status[4] == "ok"
     assert status[1] == "agent_died" and status[3] == "agent_died"
     assert status[2] == "failed"
-    assert "reset" in result.records[2]["error"].lower() or result.records[2]["error"]
+    # the sender towards the dead host sees its connection go, as a socket error says
+    error = result.records[2]["error"].lower()
+    assert any(w in error for w in ("reset", "refused", "broken pipe", "timed out")), error
 
 
 def test_merge_prefers_the_receiver_for_bytes() -> None:
