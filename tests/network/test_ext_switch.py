@@ -314,7 +314,9 @@ def test_delay_5ms_adds_one_delay_per_link_crossed(rated_net: Network) -> None:
     crossed = _links_crossed(spec, "h1", "h2")
     assert crossed == 4
     expected = 2 * crossed * 5.0  # there and back, 5 ms per link
-    assert abs((rtt - baseline) - expected) <= 1.5, (rtt, baseline, expected)
+    # At least the configured delay per link crossed (never early); a loaded machine may
+    # add scheduling latency on top.
+    assert expected - 1.0 <= rtt - baseline <= expected + 8.0, (rtt, baseline, expected)
     assert net.leftovers() == {"processes": [], "links": [], "dirs": []}
 
 
