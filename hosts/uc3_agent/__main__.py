@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .agent import DEFAULT_PORT, Agent, AgentConfig
+from .agent import DEFAULT_LISTEN, DEFAULT_PORT, Agent, AgentConfig
 from .bpf import BpfError
 from .protocol import ProtocolError
 
@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="dcnlab-agent",
         description="UC3 host agent: reports TCP flows, enforces cwnd clamps (BPF sock_ops)")
-    parser.add_argument("--listen", default="0.0.0.0")
+    parser.add_argument("--listen", default=DEFAULT_LISTEN,
+                        help="address to listen on (default %(default)s; give the host's "
+                        "management address for a controller elsewhere)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--secret-file", help="shared secret (>= 16 bytes); "
                         "else $DCNLAB_AGENT_SECRET")

@@ -1,9 +1,13 @@
 """dcnlab-agent: report this host's TCP flows and enforce the controller's window clamps.
 
 Runs inside a host (a Mininet host's namespace, or a real server as a daemon).  It
-listens on TCP for controllers (the Ryu app's :class:`~.client.AgentClient` connects),
-greets each connection with ``hello`` and a fresh session nonce, pushes a ``report`` every
-interval, and applies ``alloc`` messages to the BPF map.
+listens on TCP for controllers (the Ryu app's :class:`~.client.AgentClient` connects), on
+loopback unless told otherwise (dcnlab runs give it the host's management address), and
+trusts a connection only after the controller's ``hello`` verifies (see
+:mod:`.protocol`): until then it says nothing, and a peer that has not authenticated
+within ``AUTH_TIMEOUT_S``, or sends a frame that does not verify, is closed without a
+word.  At most ``MAX_CONNECTIONS`` connections are served at once.  An authenticated
+controller gets a ``report`` every interval, and its ``alloc`` messages go to the BPF map.
 
 Fail open, twice over:
 - the agent deletes every clamp when no valid controller message arrived for
@@ -23,7 +27,6 @@ import contextlib
 import json
 import logging
 import os
-import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,13 +39,16 @@ from .flows import FlowSampler, read_ss
 log = logging.getLogger("dcnlab.agent")
 
 DEFAULT_PORT = 6690
+DEFAULT_LISTEN = "127.0.0.1"
 READ_CHUNK = 65536
+MAX_CONNECTIONS = 4  # a controller, a standby, a tool: more is someone knocking
+AUTH_TIMEOUT_S = 5.0  # to send a hello that verifies; the controller sends it at once
 
 
 @dataclass
 class AgentConfig:
     secret: bytes
-    listen: str = "0.0.0.0"
+    listen: str = DEFAULT_LISTEN
     port: int = DEFAULT_PORT
     interval_s: float = 0.2  # report period
     timeout_s: float = 2.0  # controller silence before clamps are removed
@@ -53,22 +59,23 @@ class AgentConfig:
 
 
 class _Conn:
-    """One controller connection: its session, sequence numbers and writer."""
+    """One controller connection: its keys, session, sequence numbers and writer."""
 
     def __init__(self, writer: asyncio.StreamWriter, secret: bytes) -> None:
         self.writer = writer
-        self.session = secrets.token_hex(16)
-        self.reader = proto.FrameReader(secret)
+        local = writer.get_extra_info("sockname")  # the address the controller dialled
+        self.keys = proto.Keys.derive(secret, proto.identity(local[0], local[1]))
+        self.reader = proto.FrameReader(self.keys.c2a)
+        self.context = b""  # bound into the MACs we send: nonce_c, then the session
         self.seq_in = proto.SeqCheck()
         self.seq_out = 0
         self.authenticated = False
-        self.secret = secret
         self.peer = str(writer.get_extra_info("peername"))
 
     def send(self, message: dict[str, Any]) -> None:
         self.seq_out += 1
         message["seq"] = self.seq_out
-        self.writer.write(proto.encode(message, self.secret))
+        self.writer.write(proto.encode(message, self.keys.a2c, self.context))
 
 
 class Agent:
@@ -81,7 +88,9 @@ class Agent:
         self.program = program
         self.clamps: dict[Tuple4, int] = {}
         self.last_controller = 0.0  # monotonic time of the last valid controller message
-        self.rejected = 0
+        self.rejected = 0  # messages from authenticated controllers that were refused
+        self.refused = 0  # connections closed before they authenticated
+        self.over_cap = 0  # connections closed at once: MAX_CONNECTIONS were open
         self.conns: set[_Conn] = set()
         self.sampler = FlowSampler()
         self._server: asyncio.base_events.Server | None = None
@@ -136,6 +145,7 @@ class Agent:
                  "cgroup": str(self.program.cgroup),
                  "pins": str(self.program.pin_dir) if self.program.pin_dir else None,
                  "port": self.cfg.port, "clamps": len(self.clamps), "rejected": self.rejected,
+                 "refused": self.refused, "over_cap": self.over_cap,
                  "bpf": self.program.stats() if not stopped else {}}
         tmp = self.cfg.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state))
@@ -181,25 +191,35 @@ class Agent:
         self._send(conn, {"type": "error", "reason": reason[:proto.MAX_STRING]})
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self.conns) >= MAX_CONNECTIONS:
+            self.over_cap += 1
+            log.warning("refused a connection from %s: %d already open",
+                        writer.get_extra_info("peername"), len(self.conns))
+            writer.close()
+            return
         conn = _Conn(writer, self.cfg.secret)
         self.conns.add(conn)
-        log.info("controller connection from %s", conn.peer)
-        assert self.program is not None
-        self._send(conn, {"type": "hello", "agent": self.name, "session": conn.session,
-                          "cgroup": str(self.program.cgroup)})
+        log.info("connection from %s", conn.peer)
         try:
+            if not await self._authenticate(conn, reader):
+                return
+            await writer.drain()
             while True:
+                try:
+                    while (raw := conn.reader.pop()) is not None:
+                        self._handle(conn, raw)
+                except proto.ProtocolError as exc:  # framing or MAC: cannot go on
+                    self._reject(conn, str(exc))
+                    break
+                await writer.drain()
                 data = await reader.read(READ_CHUNK)
                 if not data:
                     break
                 try:
-                    messages = conn.reader.feed(data)
-                except proto.ProtocolError as exc:  # framing or HMAC: cannot go on
+                    conn.reader.push(data)
+                except proto.ProtocolError as exc:
                     self._reject(conn, str(exc))
                     break
-                for raw in messages:
-                    self._handle(conn, raw)
-                await writer.drain()
         except (ConnectionError, OSError) as exc:
             log.info("connection %s ended: %s", conn.peer, exc)
         finally:
@@ -207,12 +227,56 @@ class Agent:
             writer.close()
             log.info("controller %s disconnected", conn.peer)
 
+    async def _authenticate(self, conn: _Conn, reader: asyncio.StreamReader) -> bool:
+        """Wait for the controller's hello; answer it and bind the session.  Anything
+        else (silence past the deadline, a frame that does not verify) closes the
+        connection without a word: an unauthenticated peer learns nothing."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + AUTH_TIMEOUT_S
+        while True:
+            remaining = deadline - loop.time()
+            try:
+                if remaining <= 0:
+                    raise TimeoutError
+                data = await asyncio.wait_for(reader.read(READ_CHUNK), remaining)
+            except TimeoutError:
+                self._refuse(conn, f"no hello within {AUTH_TIMEOUT_S:g} s")
+                return False
+            if not data:
+                return False
+            try:
+                conn.reader.push(data)
+                raw = conn.reader.pop()
+                if raw is None:
+                    continue
+                hello = proto.parse_controller(raw)
+                if hello.type != "hello" or hello.seq != 1:
+                    raise proto.ProtocolError(f"expected hello (seq 1), got {hello.type}")
+            except proto.ProtocolError as exc:
+                self._refuse(conn, str(exc))
+                return False
+            break
+        assert self.program is not None
+        nonce = proto.new_nonce()
+        conn.seq_in = proto.SeqCheck(hello.seq)
+        conn.context = bytes.fromhex(hello.nonce)
+        self._send(conn, {"type": "hello", "agent": self.name, "nonce": nonce,
+                          "cgroup": str(self.program.cgroup)})
+        conn.context = conn.reader.context = proto.session_context(hello.nonce, nonce)
+        conn.authenticated = True
+        log.info("controller %s authenticated", conn.peer)
+        return True
+
+    def _refuse(self, conn: _Conn, reason: str) -> None:
+        self.refused += 1
+        log.warning("closed unauthenticated connection from %s: %s", conn.peer, reason)
+
     def _handle(self, conn: _Conn, raw: dict[str, Any]) -> None:
         try:
             msg = proto.parse_controller(raw)
-            if msg.session != conn.session:
-                raise proto.ProtocolError("session does not match this connection (replay?)")
             conn.seq_in.check(msg.seq)
+            if msg.type == "hello":
+                raise proto.ProtocolError("hello on an established session")
         except proto.ProtocolError as exc:
             self._reject(conn, str(exc))
             return

@@ -93,56 +93,75 @@ class AgentClient:
     def _session(self) -> None:
         sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_s)
         with contextlib.closing(sock):
-            reader = proto.FrameReader(self.secret)
-            hello = self._read_one(sock, reader)
-            if hello.type != "hello":
-                raise proto.ProtocolError(f"expected hello, got {hello.type}")
+            # The keys are the agent's: its address as dialled (see protocol.py).
+            peer = sock.getpeername()
+            keys = proto.Keys.derive(self.secret, proto.identity(peer[0], peer[1]))
+            nonce = proto.new_nonce()
+            sock.sendall(proto.encode({"type": "hello", "seq": 1, "nonce": nonce}, keys.c2a))
+            reader = proto.FrameReader(keys.a2c, bytes.fromhex(nonce))
+            hello = self._read_hello(sock, reader)
+            session = proto.session_context(nonce, hello.nonce)
+            reader.context = session
             log.info("agent %s connected (%s, cgroup %s)", self.name, hello.agent, hello.cgroup)
             sock.settimeout(None)
-            receiver = threading.Thread(target=self._receive, args=(sock, reader), daemon=True)
+            receiver = threading.Thread(target=self._receive,
+                                        args=(sock, reader, proto.SeqCheck(hello.seq)),
+                                        daemon=True)
             receiver.start()
             self._connected.set()
             self._dirty.set()  # (re)send the allocation on every new connection
-            seq = 0
+            seq = 1  # our hello
             while not self._stop.is_set() and receiver.is_alive():
                 self._dirty.wait(self.refresh_s)
                 self._dirty.clear()
                 with self._lock:
                     clamps = [proto.Clamp(f, w) for f, w in self._clamps.items()]
                 seq += 1
-                message = proto.make_alloc(seq, hello.session, clamps)
-                sock.sendall(proto.encode(message, self.secret))
+                sock.sendall(proto.encode(proto.make_alloc(seq, clamps), keys.c2a, session))
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             receiver.join(timeout=2)
 
-    def _read_one(self, sock: socket.socket, reader: proto.FrameReader) -> proto.AgentMessage:
+    def _read_hello(self, sock: socket.socket, reader: proto.FrameReader
+                    ) -> proto.AgentMessage:
+        """The agent's hello, bound to our nonce (frames after it stay buffered)."""
         deadline = time.monotonic() + self.connect_timeout_s
         while time.monotonic() < deadline:
             data = sock.recv(65536)
             if not data:
-                raise ConnectionError("agent closed the connection")
-            messages = reader.feed(data)
-            if messages:
-                return proto.parse_agent(messages[0])
+                raise ConnectionError("agent closed the connection (wrong secret, or not "
+                                      "the agent at this address?)")
+            reader.push(data)
+            raw = reader.pop()
+            if raw is not None:
+                hello = proto.parse_agent(raw)
+                if hello.type != "hello" or hello.seq != 1:
+                    raise proto.ProtocolError(f"expected hello (seq 1), got {hello.type}")
+                return hello
         raise TimeoutError("no hello from agent")
 
-    def _receive(self, sock: socket.socket, reader: proto.FrameReader) -> None:
+    def _receive(self, sock: socket.socket, reader: proto.FrameReader,
+                 seq: proto.SeqCheck) -> None:
+        """Agent messages until the connection ends; a frame that does not verify or
+        repeats a sequence number (a replay) ends it, a malformed message is skipped."""
         try:
             while True:
-                data = sock.recv(65536)
-                if not data:
-                    return
-                for raw in reader.feed(data):
+                while (raw := reader.pop()) is not None:
                     try:
                         msg = proto.parse_agent(raw)
                     except proto.ProtocolError as exc:
                         log.warning("agent %s sent a bad message: %s", self.name, exc)
                         continue
+                    seq.check(msg.seq)
                     self._dispatch(msg)
+                data = sock.recv(65536)
+                if not data:
+                    return
+                reader.push(data)
         except (OSError, proto.ProtocolError) as exc:
             if not self._stop.is_set():
                 log.warning("agent %s: %s", self.name, exc)
+                self.last_error = str(exc)
 
     def _dispatch(self, msg: proto.AgentMessage) -> None:
         if msg.type == "report":

@@ -73,16 +73,22 @@ while c.recv(1 << 20):
 '''
 
 BAD_FRAMES = r'''
-import hashlib, hmac, json, socket, struct, sys, time
+import socket, sys
+from dcnlab.hosts.uc3_agent import protocol as proto
 port = int(sys.argv[1])
-def send(blob):
-    s = socket.create_connection(("127.0.0.1", port)); s.recv(4096); s.sendall(blob)
-    time.sleep(0.3); s.close()
-payload = json.dumps({"type": "clear", "seq": 1, "session": "x"}).encode()
-header = struct.pack("!2sBBI", b"U3", 1, 0, len(payload))
-send(header + hmac.new(b"w" * 32, header + payload, hashlib.sha256).digest() + payload)
-send(b"GET / HTTP/1.0\r\n\r\n")
-print("sent", flush=True)
+def answer(blob):
+    """What the agent says to a peer that sends ``blob`` before it closes the peer."""
+    s = socket.create_connection(("127.0.0.1", port)); s.sendall(blob); s.settimeout(10)
+    got = b""
+    while data := s.recv(4096):
+        got += data
+    s.close()
+    return got
+keys = proto.Keys.derive(b"w" * 32, proto.identity("127.0.0.1", port))
+said = [answer(proto.encode({"type": "hello", "seq": 1, "nonce": proto.new_nonce()},
+                            keys.c2a)),
+        answer(b"GET / HTTP/1.0\r\n\r\n")]
+print("silent" if said == [b"", b""] else f"said {said!r}", flush=True)
 '''
 
 
@@ -179,15 +185,16 @@ def test_clamps_follow_allocations_and_fail_open(files: dict[str, Path]) -> None
                 assert abs(m["tput_bps"] - expected) <= TOLERANCE * expected, (window, m,
                                                                                expected)
 
-            # Unauthenticated and malformed frames: rejected, logged, clamp untouched.
+            # Unauthenticated and malformed frames: closed without a word, logged, clamp
+            # untouched.
             bad = h1.popen([py, str(files["bad.py"]), str(AGENT_PORT)], text=True)
-            assert bad.stdout.readline().strip() == "sent"
+            assert bad.stdout.readline().strip() == "silent"
             bad.wait(timeout=10)
             time.sleep(0.5)
             log_text = files["log"].read_text()
-            assert "rejected message" in log_text and "HMAC mismatch" in log_text
-            assert "bad magic" in log_text
-            assert json.loads(files["state"].read_text())["rejected"] >= 2
+            assert "closed unauthenticated connection" in log_text
+            assert "HMAC mismatch" in log_text and "bad magic" in log_text
+            assert json.loads(files["state"].read_text())["refused"] >= 2
             assert _ss(h1, lport)["cwnd"] <= 40
 
             # Controller silence: the agent lifts the clamp, the flow speeds up.
