@@ -20,6 +20,15 @@ pub enum State {
 /// Controller output beyond this is not buffered for asynchronous packet-ins (replies are
 /// always kept): a slow controller must not make the switch grow without bound.
 pub const WBUF_SOFT_CAP: usize = 4 << 20;
+/// Output a peer has not read beyond this ends the connection: even replies (and error
+/// replies to a flood of bad requests) must not grow the switch without bound.
+pub const WBUF_HARD_CAP: usize = 64 << 20;
+/// Input read in one go before framing what is there (a fast peer cannot starve the loop).
+pub const RBUF_CAP: usize = 16 << 20;
+/// Messages other than HELLO a peer may send before its hello, each answered with
+/// BAD_REQUEST/BAD_TYPE as the specification asks; past this it is not an OpenFlow
+/// controller and the connection ends.
+pub const MAX_PREHELLO_MSGS: u32 = 16;
 
 pub struct Conn {
     pub stream: TcpStream,
@@ -30,6 +39,7 @@ pub struct Conn {
     pub last_rx_ns: u64,
     pub echo_outstanding: bool,
     xid: u32,
+    prehello_msgs: u32,
 }
 
 pub enum Event {
@@ -96,6 +106,7 @@ impl Conn {
             last_rx_ns: 0,
             echo_outstanding: false,
             xid: 1,
+            prehello_msgs: 0,
         };
         if state == State::Hello {
             c.send(&our_hello(0));
@@ -149,6 +160,12 @@ impl Conn {
     }
 
     pub fn flush(&mut self) -> io::Result<()> {
+        if self.pending_bytes() > WBUF_HARD_CAP {
+            return Err(io::Error::other(format!(
+                "controller left {} bytes unread (cap {WBUF_HARD_CAP})",
+                self.pending_bytes()
+            )));
+        }
         while self.wpos < self.wbuf.len() {
             match self.stream.write(&self.wbuf[self.wpos..]) {
                 Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
@@ -177,7 +194,7 @@ impl Conn {
                 Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
                 Ok(n) => {
                     self.rbuf.extend_from_slice(&buf[..n]);
-                    if self.rbuf.len() > (16 << 20) {
+                    if self.rbuf.len() > RBUF_CAP {
                         break;
                     }
                 }
@@ -207,8 +224,19 @@ impl Conn {
             off += len;
             if self.state == State::Hello {
                 if typ != OFPT_HELLO {
-                    // The spec requires hello first; answer and go on waiting.
+                    // The spec requires hello first; answer and go on waiting, a while.
                     self.send(&error_msg(xid, OfpErr::new(OFPET_BAD_REQUEST, OFPBRC_BAD_TYPE), &raw));
+                    self.prehello_msgs += 1;
+                    if self.prehello_msgs > MAX_PREHELLO_MSGS {
+                        let _ = self.flush();
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!(
+                                "{} messages before hello: not an OpenFlow controller",
+                                self.prehello_msgs
+                            ),
+                        ));
+                    }
                     continue;
                 }
                 let elements = match Msg::decode(&raw) {
@@ -266,6 +294,214 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpListener;
+    use std::time::{Duration, Instant};
+
+    /// A switch-side connection and the controller's end of it, handshake not yet done.
+    fn pair() -> (Conn, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = Conn::start(&listener.local_addr().unwrap()).unwrap();
+        let (peer, _) = listener.accept().unwrap();
+        peer.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while c.wants_write() && Instant::now() < deadline {
+            c.on_writable().unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        (c, peer)
+    }
+
+    /// One whole message from the switch, as the controller reads it.
+    fn read_msg(peer: &mut TcpStream) -> Vec<u8> {
+        let mut head = [0u8; 8];
+        peer.read_exact(&mut head).unwrap();
+        let len = u16::from_be_bytes([head[2], head[3]]) as usize;
+        let mut rest = vec![0u8; len - 8];
+        peer.read_exact(&mut rest).unwrap();
+        [head.to_vec(), rest].concat()
+    }
+
+    fn error_of(msg: &[u8]) -> (u16, u16) {
+        assert_eq!(msg[1], OFPT_ERROR, "expected an error, got type {}", msg[1]);
+        (u16::from_be_bytes([msg[8], msg[9]]), u16::from_be_bytes([msg[10], msg[11]]))
+    }
+
+    fn header(version: u8, typ: u8, len: u16, xid: u32) -> Vec<u8> {
+        let mut b = vec![version, typ];
+        b.extend_from_slice(&len.to_be_bytes());
+        b.extend_from_slice(&xid.to_be_bytes());
+        b
+    }
+
+    /// Reads until the switch has something to say (events) or gives up on the peer.
+    fn pump(c: &mut Conn) -> io::Result<Vec<Event>> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let evs = c.on_readable(1)?;
+            c.flush()?;
+            if !evs.is_empty() || Instant::now() > deadline {
+                return Ok(evs);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Reads until the switch has answered on the wire or ended the connection (for cases
+    /// that produce no events); the answer stays unread for the test (peek).
+    fn pump_until_written(c: &mut Conn, peer: &mut TcpStream) -> io::Result<()> {
+        peer.set_nonblocking(true).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut res = Ok(());
+        let mut buf = [0u8; 8];
+        while Instant::now() < deadline {
+            if let Err(e) = c.on_readable(1).and_then(|_| c.flush()) {
+                res = Err(e);
+                break;
+            }
+            if matches!(peer.peek(&mut buf), Ok(n) if n >= 8) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        peer.set_nonblocking(false).unwrap();
+        res
+    }
+
+    fn hello_v13() -> Vec<u8> {
+        header(OFP_VERSION, OFPT_HELLO, 8, 1)
+    }
+
+    #[test]
+    fn the_switch_says_hello_first_and_comes_up_on_the_peers() {
+        let (mut c, mut peer) = pair();
+        let hello = read_msg(&mut peer);
+        assert_eq!((hello[0], hello[1]), (OFP_VERSION, OFPT_HELLO));
+        assert_eq!(c.state, State::Hello);
+        peer.write_all(&hello_v13()).unwrap();
+        let evs = pump(&mut c).unwrap();
+        assert!(matches!(evs.as_slice(), [Event::Up]));
+        assert_eq!(c.state, State::Ready);
+    }
+
+    #[test]
+    fn a_length_below_the_header_is_bad_len_and_ends_the_connection() {
+        let (mut c, mut peer) = pair();
+        let _hello = read_msg(&mut peer);
+        peer.write_all(&header(OFP_VERSION, OFPT_ECHO_REQUEST, 4, 9)).unwrap();
+        let res = pump_until_written(&mut c, &mut peer);
+        assert_eq!(res.unwrap_err().kind(), io::ErrorKind::InvalidData);
+        assert_eq!(error_of(&read_msg(&mut peer)), (OFPET_BAD_REQUEST, OFPBRC_BAD_LEN));
+    }
+
+    #[test]
+    fn a_message_before_hello_is_answered_and_the_handshake_still_completes() {
+        let (mut c, mut peer) = pair();
+        let _hello = read_msg(&mut peer);
+        peer.write_all(&header(OFP_VERSION, OFPT_ECHO_REQUEST, 8, 5)).unwrap();
+        pump_until_written(&mut c, &mut peer).unwrap();
+        assert_eq!(c.state, State::Hello);
+        assert_eq!(error_of(&read_msg(&mut peer)), (OFPET_BAD_REQUEST, OFPBRC_BAD_TYPE));
+        peer.write_all(&hello_v13()).unwrap();
+        assert!(matches!(pump(&mut c).unwrap().as_slice(), [Event::Up]));
+    }
+
+    #[test]
+    fn a_peer_that_never_says_hello_is_dropped_after_a_few_messages() {
+        let (mut c, mut peer) = pair();
+        let _hello = read_msg(&mut peer);
+        let echoes: Vec<u8> =
+            (0..MAX_PREHELLO_MSGS + 1).flat_map(|x| header(OFP_VERSION, OFPT_ECHO_REQUEST, 8, x)).collect();
+        peer.write_all(&echoes).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let err = loop {
+            match c.on_readable(1).and_then(|_| c.flush()) {
+                Err(e) => break e,
+                Ok(()) if Instant::now() > deadline => panic!("never dropped"),
+                Ok(()) => std::thread::sleep(Duration::from_millis(2)),
+            }
+        };
+        assert!(err.to_string().contains("before hello"), "{err}");
+    }
+
+    #[test]
+    fn a_peer_without_openflow_13_gets_hello_failed() {
+        let (mut c, mut peer) = pair();
+        let _hello = read_msg(&mut peer);
+        peer.write_all(&header(0x01, OFPT_HELLO, 8, 3)).unwrap();
+        assert!(pump_until_written(&mut c, &mut peer).is_err());
+        assert_eq!(error_of(&read_msg(&mut peer)), (OFPET_HELLO_FAILED, OFPHFC_INCOMPATIBLE));
+    }
+
+    #[test]
+    fn after_the_handshake_every_message_reaches_the_datapath_whatever_its_version() {
+        // The datapath answers a wrong version with BAD_REQUEST/BAD_VERSION (its decoder);
+        // the connection only frames, and must not drop a session for it.
+        let (mut c, mut peer) = pair();
+        let _hello = read_msg(&mut peer);
+        peer.write_all(&hello_v13()).unwrap();
+        pump(&mut c).unwrap();
+        peer.write_all(&header(0x05, OFPT_ECHO_REQUEST, 8, 77)).unwrap();
+        let evs = pump(&mut c).unwrap();
+        match evs.as_slice() {
+            [Event::Msg(raw)] => assert_eq!(raw[0], 0x05),
+            _ => panic!("expected the message to be handed on"),
+        }
+    }
+
+    #[test]
+    fn sixteen_mib_of_garbage_never_panics_and_buffers_stay_bounded() {
+        // Whatever the bytes, the connection frames them (or ends on what it cannot frame)
+        // and the datapath answers each message; nothing panics and the switch buffers at
+        // most one unfinished message.  Garbage may even contain a hello that negotiates
+        // 1.3: from then on messages are decoded and answered, not a reason to hang up.
+        use crate::datapath::{Datapath, DpConfig, FailMode};
+        use crate::group::SelectMode;
+        let mut dp = Datapath::new(DpConfig {
+            name: "s1".into(),
+            dpid: 1,
+            n_tables: 4,
+            select_mode: SelectMode::Random,
+            fail_mode: FailMode::Secure,
+            seed: 3,
+        });
+        let (mut c, mut peer) = pair();
+        let _hello = read_msg(&mut peer);
+        let writer = std::thread::spawn(move || {
+            let mut x: u32 = 12345;
+            let junk: Vec<u8> = (0..(16 << 20))
+                .map(|_| {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    (x >> 16) as u8
+                })
+                .collect();
+            let _ = peer.write_all(&junk); // fails once the switch hangs up: fine
+            peer
+        });
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut messages = 0;
+        while Instant::now() < deadline && !writer.is_finished() {
+            match c.on_readable(1) {
+                Ok(evs) => {
+                    for ev in evs {
+                        if let Event::Msg(raw) = ev {
+                            dp.handle_raw(&raw, 0);
+                            dp.ctrl.clear();
+                            dp.out.clear();
+                            messages += 1;
+                        }
+                    }
+                }
+                Err(_) => break, // what cannot be framed ends the connection
+            }
+            assert!(c.rbuf.len() <= RBUF_CAP + 65536, "read buffer {}", c.rbuf.len());
+            c.wbuf.clear(); // the peer never reads: keep the test about input
+            c.wpos = 0;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(c);
+        let _ = writer.join().unwrap();
+        eprintln!("{messages} garbage messages reached the datapath");
+    }
 
     #[test]
     fn backoff_doubles_to_cap() {

@@ -87,6 +87,25 @@ proptest! {
     }
 
     #[test]
+    fn the_length_field_is_never_trusted(body in proptest::collection::vec(any::<u8>(), 8..300), len in any::<u16>(), t in 0u8..32) {
+        // Unlike frame(), the length field is whatever it is: the decoder must notice.
+        let mut b = body;
+        b[0] = 4;
+        b[1] = t;
+        b[2..4].copy_from_slice(&len.to_be_bytes());
+        if len as usize != b.len() {
+            prop_assert!(Msg::decode(&b).is_err());
+        }
+        let mut dp = datapath();
+        dp.handle_raw(&b, 0);
+        for m in &dp.ctrl {
+            if let Body::Error { .. } = m.body {
+                prop_assert_eq!(m.xid, u32::from_be_bytes([b[4], b[5], b[6], b[7]]));
+            }
+        }
+    }
+
+    #[test]
     fn random_frames_through_the_pipeline(frame in proptest::collection::vec(any::<u8>(), 0..200)) {
         let mut dp = datapath();
         // A table-miss to the controller plus a select group exercise parse and hash paths.

@@ -141,3 +141,28 @@ def test_bad_launch_options_fail_clearly(switch_binary, args, message):
     )
     assert r.returncode == 2
     assert "error" in r.stderr and message in r.stderr, r.stderr
+
+
+def test_a_controller_that_never_answers_echo_is_dropped_and_reconnected(
+        line, switch_binary, fake, tmp_path):
+    # Probe after 200 ms of silence; no answer within 3 probe intervals ends the session
+    # (the switch then reconnects with backoff, as after any loss).
+    line.start_switch(
+        switch_binary,
+        args=["--controller", f"tcp:127.0.0.1:{fake.port}", "--probe-interval-ms", "200",
+              "--max-backoff-ms", "400"],
+        log_path=str(tmp_path / "switch.log"),
+    )
+    fake.handshake()
+    xid, _ = fake.recv_type(ofp.OFPT_ECHO_REQUEST)  # the switch probes our silence
+    assert xid != 0
+    fake.conn.settimeout(30)
+    while True:  # we never answer: the switch hangs up (reads end at EOF)
+        if not fake.conn.recv(65536):
+            break
+    fake.close()
+    fake.handshake()  # and comes back by itself
+    fake.send(ofp.OFPT_ECHO_REQUEST, 9, b"again")
+    xid, buf = fake.recv_type(ofp.OFPT_ECHO_REPLY)
+    assert xid == 9 and buf[8:] == b"again"
+    assert "echo timeout" in (tmp_path / "switch.log").read_text()
