@@ -504,6 +504,23 @@ mod tests {
     }
 
     #[test]
+    fn a_peer_that_never_reads_is_dropped_past_the_hard_cap() {
+        let (mut c, _peer) = pair(); // the peer reads nothing from here on
+        let big = Msg::new(1, Body::EchoReply(vec![0u8; 60_000]));
+        let mut ended = None;
+        for _ in 0..2 * (WBUF_HARD_CAP / 60_000) {
+            c.send(&big);
+            if let Err(e) = c.flush() {
+                ended = Some(e);
+                break;
+            }
+        }
+        let e = ended.expect("output grew past the hard cap without an error");
+        assert!(e.to_string().contains("unread"), "{e}");
+        assert!(c.pending_bytes() <= WBUF_HARD_CAP + 60_100);
+    }
+
+    #[test]
     fn backoff_doubles_to_cap() {
         let mut b = Backoff::new(1000);
         let v: Vec<u64> = (0..6).map(|_| b.next_delay_ms()).collect();
