@@ -5,6 +5,7 @@
     dcnlab up    --topo SPEC --app APP [--switch ovs|ext|ofss]   interactive network
     dcnlab check --topo SPEC --app APP [--switch S]              smoke test, one JSON line
     dcnlab run   EXPERIMENT.yaml [--out DIR]                     comparative experiment
+    dcnlab run   --resume DIR                                    continue an interrupted one
     dcnlab report DIR                                            re-render table and plots
     dcnlab topo  SPEC                                            describe a topology spec
     dcnlab schemes                                               list the known schemes
@@ -66,11 +67,20 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from dcnlab.benchmarks.engine import run_experiment
+    from dcnlab.benchmarks.engine.runner import resume_source
     from dcnlab.benchmarks.engine.spec import load_specs
 
+    if args.resume is not None:
+        if args.experiment is not None or args.out is not None:
+            _die("--resume DIR takes the experiment and the output directory from DIR; "
+                 "give no EXPERIMENT.yaml or --out with it")
+        args.experiment, args.out = str(resume_source(args.resume)), args.resume
+    elif args.experiment is None:
+        _die("give an experiment file (or --resume DIR)")
     load_specs(args.experiment)  # a bad spec file is reported before asking for root
     _require_root()
-    result = run_experiment(args.experiment, args.out, progress=not args.quiet)
+    result = run_experiment(args.experiment, args.out, progress=not args.quiet,
+                            resume=args.resume is not None)
     if args.quiet:  # otherwise the progress output already ended with table and place
         print(result.table)
         print(f"dcnlab: results in {result.out_dir}")
@@ -161,8 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
     chk.set_defaults(func=_cmd_check)
 
     run = sub.add_parser("run", help="run a comparative experiment")
-    run.add_argument("experiment", help="experiment YAML file")
+    run.add_argument("experiment", nargs="?", help="experiment YAML file")
     run.add_argument("--out", default=None, help="output directory (default: results/<name>)")
+    run.add_argument("--resume", metavar="DIR", default=None,
+                     help="continue the interrupted or failed experiment in DIR: keep its "
+                     "finished runs, run the rest")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(func=_cmd_run)
 

@@ -19,11 +19,18 @@ it happened: that run's flows are all recorded (the dead agent's unrecorded ones
 ``agent_died``, flows towards it as failed), the summary is rendered from what was
 measured, meta.json says ``failed`` with the reason, and ExperimentError is raised with
 the same message.  Ctrl-C stops the network cleanly and leaves status ``interrupted``.
+Either way no generated flow goes unaccounted: every flow of a run that did not run (or
+did not finish) gets a row with status ``not_run`` and the reason, later scenarios
+included.  ``resume=True`` (``dcnlab run --resume DIR``) continues such an experiment in
+its directory: the runs meta.json lists as done are kept, the ``not_run`` rows are
+dropped and those runs run now, with the same flow lists (they are generated from the
+seeds again, and checked against workload.csv).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -102,6 +109,10 @@ class _State:
     not_ok: int = 0
     runs: int = 0
     errors: list[str] = field(default_factory=list)
+    done: set[tuple[str, int, float]] = field(default_factory=set)  # (scheme, seed, value)
+
+
+NOT_RUN = "not_run"
 
 
 class _Stop(Exception):
@@ -109,29 +120,41 @@ class _Stop(Exception):
 
 
 def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None
-                   = None, progress: bool = True) -> RunResult:
+                   = None, progress: bool = True, resume: bool = False) -> RunResult:
     """Run the experiment in ``spec_path``; results go to ``out_dir``
     (default ``results/<name>``; with scenarios, one subdirectory per scenario).
+    ``resume``: continue an interrupted or failed run in ``out_dir`` (see the module doc).
     See the module doc for what happens on errors."""
     specs = load_specs(spec_path)
     out = Path(out_dir) if out_dir is not None else DEFAULT_RESULTS / specs[0].name
     outs = [out / spec.scenario if spec.scenario else out for spec in specs]
-    for target in outs:
-        if (target / FLOWS_CSV).exists():
-            raise ExperimentError(f"{target} already holds results ({FLOWS_CSV}); choose "
-                                  "another output directory or remove it")
+    done = [_done_runs(target, spec) if resume else set()
+            for spec, target in zip(specs, outs, strict=True)]
+    if not resume:
+        for target in outs:
+            if (target / FLOWS_CSV).exists():
+                raise ExperimentError(f"{target} already holds results ({FLOWS_CSV}); choose "
+                                      "another output directory, remove it, or --resume")
     _preflight(specs)
     workloads = [{(seed, value): _flows(spec, seed, value) for seed in spec.seeds
                   for value in spec.loads} for spec in specs]
-    total = sum(len(f) * len(spec.schemes)
-                for spec, w in zip(specs, workloads, strict=True) for f in w.values())
-    runs = sum(len(w) * len(spec.schemes) for spec, w in zip(specs, workloads, strict=True))
-    bar = Progress(total, enabled=progress, runs=runs)
+    if resume:
+        for target, w in zip(outs, workloads, strict=True):
+            _check_same_workload(target, w)
+    todo = [{(s.name, seed, value) for s in spec.schemes for (seed, value) in w} - d
+            for spec, w, d in zip(specs, workloads, done, strict=True)]
+    total = sum(len(w[(seed, value)]) for w, t in zip(workloads, todo, strict=True)
+                for _, seed, value in t)
+    bar = Progress(total, enabled=progress, runs=sum(len(t) for t in todo))
     results: list[RunResult] = []
     try:
-        for spec, target, flows in zip(specs, outs, workloads, strict=True):
-            results.append(_run_spec(spec, target, flows, bar))
+        for i, (spec, target, flows) in enumerate(zip(specs, outs, workloads, strict=True)):
+            results.append(_run_spec(spec, target, flows, bar, done[i]))
             if results[-1].errors:
+                reason = f"an earlier scenario failed: {results[-1].errors[0].splitlines()[0]}"
+                for later, later_out, later_flows in zip(specs[i + 1:], outs[i + 1:],
+                                                         workloads[i + 1:], strict=True):
+                    _record_skipped(later, later_out, later_flows, reason)
                 break
     finally:
         bar.close()
@@ -159,15 +182,22 @@ def _combine(out: Path, specs: list[ExperimentSpec], results: list[RunResult]) -
 
 
 def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float], list[Flow]],
-              bar: Progress) -> RunResult:
-    """One experiment (or scenario) into ``out``; errors end up in the result."""
+              bar: Progress, done: set[tuple[str, int, float]] | None = None) -> RunResult:
+    """One experiment (or scenario) into ``out``; errors end up in the result.  ``done``
+    (resuming): runs already recorded there, kept and skipped."""
     out.mkdir(parents=True, exist_ok=True)
-    if spec.source is not None:
-        shutil.copyfile(spec.source, out / SPEC_COPY)
-    write_csv(out / "workload.csv", WORKLOAD_COLUMNS, (
-        {"seed": seed, "load": value, "flow_id": f.id, **f.to_dict()}
-        for (seed, value), flows in workloads.items() for f in flows))
-    meta = _initial_meta(spec, workloads)
+    if done:
+        meta = json.loads((out / META_JSON).read_text())
+        meta.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        _drop_not_run_rows(out / FLOWS_CSV, done)
+    else:
+        if spec.source is not None and spec.source.resolve() != (out / SPEC_COPY).resolve():
+            shutil.copyfile(spec.source, out / SPEC_COPY)
+        write_csv(out / "workload.csv", WORKLOAD_COLUMNS, (
+            {"seed": seed, "load": value, "flow_id": f.id, **f.to_dict()}
+            for (seed, value), flows in workloads.items() for f in flows))
+        meta = _initial_meta(spec, workloads)
+    meta["status"] = "running"
     write_json(out / META_JSON, meta)
     state = _State(spec, out, CsvAppender(out / FLOWS_CSV, FLOW_COLUMNS),
                    CsvAppender(out / "samples.csv", SAMPLE_COLUMNS)
@@ -177,6 +207,7 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
     if (spec.agent.rx_interval or 0) > 0:
         state.fairness_csv = CsvAppender(out / fairness.FAIRNESS_CSV, fairness.COLUMNS)
         state.series_csv = CsvAppender(out / fairness.SERIES_CSV, fairness.SERIES_COLUMNS)
+    state.done = set(done or ())
     try:
         for scheme in spec.schemes:
             _run_scheme(state, scheme, workloads)
@@ -187,6 +218,10 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
         meta["status"] = "interrupted"
         raise
     finally:
+        reason = (state.errors[-1].splitlines()[0] if state.errors
+                  else "interrupted (Ctrl-C)" if meta["status"] == "interrupted" else "")
+        if meta["status"] != "complete":
+            state.flows_csv.write(_not_run_rows(state, workloads, reason))
         state.flows_csv.close()
         state.controller_csv.close()
         for appender in (state.fairness_csv, state.series_csv):
@@ -262,7 +297,10 @@ def spec_summary(spec: ExperimentSpec) -> dict[str, Any]:
 def _run_scheme(state: _State, scheme: Scheme,
                 workloads: dict[tuple[int, float], list[Flow]]) -> None:
     spec = state.spec
-    runs = [(seed, value) for seed in spec.seeds for value in spec.loads]
+    runs = [(seed, value) for seed in spec.seeds for value in spec.loads
+            if (scheme.name, seed, value) not in state.done]
+    if not runs:
+        return  # resumed: everything of this scheme is recorded already
     if spec.network == "per_scheme":
         with _network(state, scheme, None, list(workloads.values())) as (net, agents):
             for i, (seed, value) in enumerate(runs):
@@ -338,6 +376,7 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
         state.meta["networks"].append({
             "scheme": scheme.name, "seed": seed,
             "startup_s": round(net.startup_seconds or 0, 2), "warnings": net.warnings,
+            "prefix": net.prefix,
             "agents": scheme.agents if started else None,
             "agent_hosts": started.hosts if started else [], "run_dir": str(run_dir)})
         for message in net.warnings:
@@ -394,6 +433,7 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     fair = _fairness(state, scheme, seed, value, flows, run_dir, hosts_run)
     rows = flow_rows(spec, scheme.name, seed, value, flows, result)
     state.rows += state.flows_csv.write(rows)
+    state.done.add((scheme.name, seed, value))
     not_ok = sum(1 for r in rows if r["status"] != "ok")
     state.not_ok += not_ok
     if state.samples_csv is not None:
@@ -416,6 +456,114 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     if result.errors or dead:
         state.errors += [f"run {scheme.name} {label}: {e}" for e in result.errors + dead]
         raise _Stop
+
+
+def _not_run_rows(state: _State, workloads: dict[tuple[int, float], list[Flow]],
+                  reason: str) -> list[dict[str, Any]]:
+    """A ``not_run`` row for every flow of every run not recorded, with the reason."""
+    spec = state.spec
+    low, high = spec.measure_window()
+    rows = []
+    for scheme in spec.schemes:
+        for (seed, value), flows in workloads.items():
+            if (scheme.name, seed, value) in state.done:
+                continue
+            rows += [{"scheme": scheme.name, "load": value, "seed": seed, "flow_id": f.id,
+                      "src": f.src, "dst": f.dst, "size": f.size,
+                      "class": size_class(f.size, f.kind, spec.classes.mouse_max,
+                                          spec.classes.elephant_min),
+                      "kind": f.kind, "tag": f.tag, "sport": f.sport, "dscp": f.dscp,
+                      "sched": f.start, "status": NOT_RUN,
+                      "measured": is_measured(f, low, high), "error": reason or NOT_RUN}
+                     for f in flows]
+    state.not_ok += len(rows)
+    return rows
+
+
+def _record_skipped(spec: ExperimentSpec, out: Path,
+                    workloads: dict[tuple[int, float], list[Flow]], reason: str) -> None:
+    """A scenario that never started: its directory holds its workload, a meta.json that
+    says why, and a ``not_run`` row per flow."""
+    out.mkdir(parents=True, exist_ok=True)
+    if spec.source is not None:
+        shutil.copyfile(spec.source, out / SPEC_COPY)
+    write_csv(out / "workload.csv", WORKLOAD_COLUMNS, (
+        {"seed": seed, "load": value, "flow_id": f.id, **f.to_dict()}
+        for (seed, value), flows in workloads.items() for f in flows))
+    meta = {**_initial_meta(spec, workloads), "status": NOT_RUN, "errors": [reason]}
+    write_json(out / META_JSON, meta)
+    appender = CsvAppender(out / FLOWS_CSV, FLOW_COLUMNS)
+    state = _State(spec, out, appender, None, Progress(0, enabled=False), meta, appender)
+    try:
+        appender.write(_not_run_rows(state, workloads, reason))
+    finally:
+        appender.close()
+
+
+def resume_source(out: str | os.PathLike[str]) -> Path:
+    """The experiment file to resume ``out`` with: the original (for its relative paths,
+    such as CDF files) when it still exists unchanged, else the copy kept in ``out``."""
+    base = Path(out)
+    copies = [base / SPEC_COPY] + sorted(base.glob(f"*/{SPEC_COPY}"))
+    copy = next((c for c in copies if c.is_file()), None)
+    if copy is None:
+        raise ExperimentError(f"cannot resume {base}: no {SPEC_COPY} there (is it the output "
+                              "directory of a dcnlab run?)")
+    try:
+        meta = json.loads((copy.parent / META_JSON).read_text())
+        original = Path(meta.get("spec_file") or "")
+        if original.is_file() and original.read_bytes() == copy.read_bytes():
+            return original
+    except (OSError, ValueError):
+        pass
+    return copy
+
+
+def _done_runs(out: Path, spec: ExperimentSpec) -> set[tuple[str, int, float]]:
+    """The runs an earlier (interrupted) experiment recorded in ``out``."""
+    try:
+        meta = json.loads((out / META_JSON).read_text())
+    except (OSError, ValueError):
+        if (out / FLOWS_CSV).exists():
+            raise ExperimentError(f"cannot resume {out}: {META_JSON} is missing or "
+                                  "unreadable") from None
+        return set()  # a scenario that never started: everything runs
+    if meta.get("name") != spec.name or meta.get("scenario") != spec.scenario:
+        raise ExperimentError(f"cannot resume {out}: it holds experiment "
+                              f"{meta.get('name')!r}, not {spec.name!r}")
+    return {(str(r["scheme"]), int(r["seed"]), float(r["load"])) for r in meta.get("runs", [])}
+
+
+def _check_same_workload(out: Path, workloads: dict[tuple[int, float], list[Flow]]) -> None:
+    """Resuming: the regenerated flow lists are the ones the directory recorded."""
+    path = out / "workload.csv"
+    if not path.exists():
+        return
+    import csv
+
+    with open(path, newline="") as fh:
+        saved = {(int(r["seed"]), float(r["load"]), int(r["flow_id"])): (r["src"], r["dst"],
+                                                                         int(r["size"]))
+                 for r in csv.DictReader(fh)}
+    now = {(seed, value, f.id): (f.src, f.dst, f.size)
+           for (seed, value), flows in workloads.items() for f in flows}
+    if saved != now:
+        raise ExperimentError(f"cannot resume {out}: the experiment now generates other flows "
+                              "than the ones recorded in workload.csv (was the spec file or "
+                              "dcnlab changed?)")
+
+
+def _drop_not_run_rows(path: Path, done: set[tuple[str, int, float]]) -> None:
+    """Keep the rows of the runs that are done; the others run again."""
+    import csv
+
+    if not path.exists():
+        return
+    with open(path, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh)
+                if (r["scheme"], int(r["seed"]), float(r["load"])) in done
+                and r["status"] != NOT_RUN]
+    write_csv(path, FLOW_COLUMNS, rows)
 
 
 def _counter_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
@@ -472,8 +620,6 @@ def flow_rows(spec: ExperimentSpec, scheme: str, seed: int, value: float,
 
 
 def _samples(run_dir: Path, scheme: str, seed: int, value: float) -> Iterator[dict[str, Any]]:
-    import json
-
     for path in sorted(run_dir.glob("samples_*.jsonl")):
         for line in path.read_text().splitlines():
             try:

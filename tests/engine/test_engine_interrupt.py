@@ -1,0 +1,168 @@
+"""No flow unaccounted: an experiment that stops early records every flow, Ctrl-C leaves
+nothing behind, and ``dcnlab run --resume`` finishes it with the same flow list.
+
+Real networks (root, Mininet, Open vSwitch, ryu-manager), driven through the CLI as a user
+would: ``dcnlab run`` in a subprocess, SIGINT to it, then ``dcnlab run --resume``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, veths, OVS)")
+
+SMALL_CDF = "# test sizes\n1000 0\n10000 0.5\n200000 1\n"
+
+
+def _spec(tmp_path: Path, **changes: Any) -> Path:
+    (tmp_path / "small.cdf").write_text(SMALL_CDF)
+    spec = {"name": "stopme", "topology": "spineleaf:2,2,2", "switch": "ovs",
+            "link": {"rate": "20M"}, "schemes": ["ecmp", "single_path"],
+            "workload": {"type": "poisson", "cdf": "small.cdf", "pairs": "inter_rack"},
+            "loads": [0.05], "seeds": [1, 2], "duration": 4, "drain": 20, "settle": 0.2,
+            **changes}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def _dcnlab(*args: str) -> list[str]:
+    return [sys.executable, "-m", "dcnlab.cli", *args]
+
+
+def _rows(out: Path) -> list[dict[str, str]]:
+    with open(out / "flows.csv", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _workload(out: Path) -> set[tuple[str, str, str]]:
+    with open(out / "workload.csv", newline="") as fh:
+        return {(r["seed"], r["load"], r["flow_id"]) for r in csv.DictReader(fh)}
+
+
+def _leftovers(prefix: str) -> list[str]:
+    """Anything of a run with ``prefix`` still on the machine: links, processes, dirs."""
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
+                           check=True).stdout
+    found = [m for m in re.findall(r"^\d+:\s+(\S+?):", links, re.MULTILINE)
+             if m.startswith(prefix)]
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if prefix in cmdline or f"dcnlab-{prefix.rstrip('-')}" in cmdline:
+            found.append(f"pid {proc.name}: {cmdline[:120]}")
+    reserved = Path("/tmp") / f"dcnlab-{prefix.rstrip('-')}"
+    if reserved.exists():
+        found.append(str(reserved))
+    return found
+
+
+@pytest.mark.network
+@needs_root
+def test_ctrl_c_leaves_nothing_behind_and_resume_finishes_the_same_flows(
+        tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.Popen(_dcnlab("run", str(_spec(tmp_path)), "--out", str(out),
+                                    "--quiet"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # interrupt once the first run is recorded
+            try:
+                if json.loads((out / "meta.json").read_text())["runs"]:
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # ours
+            proc.wait()
+    assert proc.returncode == 130, err
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["status"] == "interrupted"
+    for network in meta["networks"]:
+        assert _leftovers(network["prefix"]) == [], network
+    done = {(r["scheme"], str(r["seed"])) for r in meta["runs"]}
+    rows = _rows(out)
+    flows = _workload(out)
+    for scheme in ("ecmp", "single_path"):
+        for seed in ("1", "2"):
+            mine = [r for r in rows if (r["scheme"], r["seed"]) == (scheme, seed)]
+            assert {(r["seed"], r["load"], r["flow_id"]) for r in mine} == \
+                {f for f in flows if f[0] == seed}, (scheme, seed)  # every flow, once
+            statuses = {r["status"] for r in mine}
+            if (scheme, seed) in done:
+                assert "not_run" not in statuses
+            else:
+                assert statuses == {"not_run"}
+                assert all("interrupted" in r["error"] for r in mine)
+
+    resumed = subprocess.run(_dcnlab("run", "--resume", str(out), "--quiet"),
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["status"] == "complete" and meta["resumed"]
+    rows = _rows(out)
+    keys = [(r["scheme"], r["seed"], r["load"], r["flow_id"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 2 * len(flows)  # each flow once per scheme
+    assert {r["status"] for r in rows} == {"ok"}
+    assert _workload(out) == flows
+    assert len(meta["runs"]) == 4
+
+
+@pytest.mark.network
+@needs_root
+def test_a_scheme_whose_network_fails_leaves_not_run_rows_with_the_reason(
+        tmp_path: Path) -> None:
+    broken = tmp_path / "broken_app.py"
+    broken.write_text("raise RuntimeError('this app cannot start')\n")
+    out = tmp_path / "out"
+    spec = _spec(tmp_path, schemes=["ecmp", {"name": "broken", "app": str(broken)}],
+                 seeds=[1])
+    result = subprocess.run(_dcnlab("run", str(spec), "--out", str(out), "--quiet"),
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 1
+    assert "did not start" in result.stderr
+    rows = _rows(out)
+    flows = _workload(out)
+    broken_rows = [r for r in rows if r["scheme"] == "broken"]
+    assert len(broken_rows) == len(flows)
+    assert {r["status"] for r in broken_rows} == {"not_run"}
+    assert all("did not start" in r["error"] for r in broken_rows)
+    assert {r["status"] for r in rows if r["scheme"] == "ecmp"} == {"ok"}
+
+
+def test_a_scenario_that_never_started_still_has_a_row_per_flow(tmp_path: Path) -> None:
+    from dcnlab.benchmarks.engine.runner import _flows, _record_skipped
+    from dcnlab.benchmarks.engine.spec import load_specs
+
+    spec = load_specs(_spec(tmp_path))[0]
+    workloads = {(seed, value): _flows(spec, seed, value) for seed in spec.seeds
+                 for value in spec.loads}
+    out = tmp_path / "later"
+    _record_skipped(spec, out, workloads, "an earlier scenario failed: boom")
+    rows = _rows(out)
+    assert len(rows) == 2 * sum(len(f) for f in workloads.values())
+    assert {r["status"] for r in rows} == {"not_run"}
+    assert all(r["error"] == "an earlier scenario failed: boom" for r in rows)
+    assert json.loads((out / "meta.json").read_text())["status"] == "not_run"
