@@ -52,6 +52,7 @@ Switch options (``Network(switch_options={...})``, all optional):
 ``verbose``         0, 1 (default: connection and port events) or 2, into the switch log
 ``batch``           frames per recvmmsg/sendmmsg (switch default 64)
 ``tables``          number of flow tables (switch default 8)
+``max_flows``       entries per flow table at most; beyond, flow mods get TABLE_FULL
 ``extra_args``      list of further ``dcnlab-switch`` arguments, appended verbatim
 ==================  ======================================================================
 
@@ -150,6 +151,7 @@ class ExtOptions:
     verbose: int = 1
     batch: int | None = None
     tables: int | None = None
+    max_flows: int | None = None
     extra_args: tuple[str, ...] = field(default_factory=tuple)
 
     @classmethod
@@ -178,7 +180,7 @@ class ExtOptions:
             raise bad("select_mode", self.select_mode, " or ".join(SELECT_MODES))
         if self.fail_mode not in FAIL_MODES:
             raise bad("fail_mode", self.fail_mode, " or ".join(FAIL_MODES))
-        for key in ("seed", "batch", "tables"):
+        for key in ("seed", "batch", "tables", "max_flows"):
             value = getattr(self, key)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                       or value < 0):
@@ -300,6 +302,8 @@ def switch_command(binary: str, name: str, dpid: int, controller: str | None,
         cmd += ["--batch", str(options.batch)]
     if options.tables is not None:
         cmd += ["--tables", str(options.tables)]
+    if options.max_flows is not None:
+        cmd += ["--max-flows", str(options.max_flows)]
     if stats_file is not None:
         cmd += ["--stats-file", str(stats_file),
                 "--stats-interval-ms", str(options.stats_interval_ms)]

@@ -41,6 +41,8 @@ OPTIONS:
   --fail-mode M            on controller loss: secure (default, keep flows) or
                            standalone (MAC-learning switch while disconnected)
   --tables N               number of flow tables, 1..254 (default 8)
+  --max-flows N            entries per flow table at most; a flow mod adding one more is
+                           refused with FLOW_MOD_FAILED/TABLE_FULL (default: unbounded)
   --stats-file PATH        write one JSON line of per-port counters every interval
   --stats-interval-ms N    stats interval (default 100)
   --seed N                 seed for random select and jitter (default: from time)
@@ -78,6 +80,8 @@ pub struct Config {
     pub max_backoff_ms: u64,
     pub batch: usize,
     pub verbose: u8,
+    /// Entries each flow table holds at most (None: unbounded).
+    pub max_flows: Option<usize>,
 }
 
 pub enum Command {
@@ -274,6 +278,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
     let mut seed = None;
     let mut probe_interval_ms = 5000;
     let mut max_backoff_ms = 4000;
+    let mut max_flows = None;
     let mut batch = 64;
     let mut verbose = 0;
     let mut i = 0;
@@ -338,6 +343,13 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
                 probe_interval_ms = num(&val()?, "--probe-interval-ms")?.max(100);
             }
             "--max-backoff-ms" => max_backoff_ms = num(&val()?, "--max-backoff-ms")?.max(100),
+            "--max-flows" => {
+                let n = num(&val()?, "--max-flows")?;
+                if n == 0 {
+                    return Err("--max-flows must be at least 1".into());
+                }
+                max_flows = Some(n as usize)
+            }
             "--batch" => {
                 let n = num(&val()?, "--batch")?;
                 if !(1..=1024).contains(&n) {
@@ -383,6 +395,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
         max_backoff_ms,
         batch,
         verbose,
+        max_flows,
     })))
 }
 

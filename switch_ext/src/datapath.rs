@@ -264,6 +264,13 @@ impl Datapath {
     // Controller messages
 
     /// Handles one framed message from the controller (after the hello exchange).
+    /// Bounds every flow table to ``max`` entries (``--max-flows``).
+    pub fn set_max_flows(&mut self, max: Option<usize>) {
+        for t in &mut self.tables {
+            t.max_entries = max;
+        }
+    }
+
     pub fn handle_raw(&mut self, raw: &[u8], now_ns: u64) {
         let xid = parse_header(raw).map_or(0, |h| h.3);
         match Msg::decode(raw) {

@@ -191,6 +191,8 @@ pub fn instruction_rank(i: &Instruction) -> u8 {
 pub struct FlowTable {
     /// Sorted by priority, highest first; equal priorities keep insertion order.
     pub entries: Vec<FlowEntry>,
+    /// At most this many entries (None: unbounded); a new one beyond is TABLE_FULL.
+    pub max_entries: Option<usize>,
     pub lookup_count: u64,
     pub matched_count: u64,
 }
@@ -285,6 +287,9 @@ impl FlowTable {
             }
             return Ok(());
         }
+        if self.max_entries.is_some_and(|max| self.entries.len() >= max) {
+            return Err(OfpErr::new(OFPET_FLOW_MOD_FAILED, OFPFMFC_TABLE_FULL));
+        }
         let pos = self.entries.partition_point(|e| e.priority >= entry.priority);
         self.entries.insert(pos, entry);
         Ok(())
@@ -357,6 +362,43 @@ mod tests {
 
     fn m(fields: Vec<Oxm>) -> Match {
         Match { fields }
+    }
+
+    fn flow_mod(priority: u16) -> FlowMod {
+        FlowMod {
+            cookie: 0,
+            cookie_mask: 0,
+            table_id: 0,
+            command: OFPFC_ADD,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            priority,
+            buffer_id: OFP_NO_BUFFER,
+            out_port: OFPP_ANY,
+            out_group: OFPG_ANY,
+            flags: 0,
+            matches: Match::default(),
+            instructions: vec![],
+        }
+    }
+
+    #[test]
+    fn a_full_table_refuses_new_entries_but_replaces_existing_ones() {
+        let mut t = FlowTable { max_entries: Some(2), ..FlowTable::default() };
+        let udp = |port: u8| {
+            MatchSpec::compile(&m(vec![
+                Oxm::basic(5, vec![8, 0], None),
+                Oxm::basic(10, vec![17], None),
+                Oxm::basic(16, vec![0, port], None),
+            ]))
+            .unwrap()
+        };
+        t.add(&flow_mod(10), udp(1), vec![], 0).unwrap();
+        t.add(&flow_mod(10), udp(2), vec![], 0).unwrap();
+        let full = t.add(&flow_mod(10), udp(3), vec![], 0).unwrap_err();
+        assert_eq!(full, OfpErr::new(OFPET_FLOW_MOD_FAILED, OFPFMFC_TABLE_FULL));
+        t.add(&flow_mod(10), udp(2), vec![], 5).unwrap(); // same match: a replacement
+        assert_eq!(t.entries.len(), 2);
     }
 
     #[test]

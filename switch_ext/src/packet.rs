@@ -396,10 +396,22 @@ impl Key {
         })
     }
 
-    /// A 5-tuple flow hash (falls back to L2 addresses for non-IP) for ECMP-style select.
+    /// A flow hash for ECMP-style select, over every field a flow is identified by from
+    /// L2 to L4, as Open vSwitch's select groups hash: Ethernet addresses, VLAN and
+    /// ethertype; ARP's addresses; IP addresses and protocol; transport ports.  Still per
+    /// flow: nothing that changes within a flow (lengths, flags, TTL) is hashed.
     /// Symmetric inputs are not needed: each direction is hashed on its own switch path.
     pub fn flow_hash(&self) -> u64 {
         let mut h = Fnv::new();
+        h.u64(mac_u128(&self.eth_src) as u64);
+        h.u64(mac_u128(&self.eth_dst) as u64);
+        h.u64(self.vlan_tci.map_or(0, |t| (t as u64 & 0x0fff) | 0x1_0000));
+        h.u64(self.eth_type as u64);
+        if let Some(arp) = &self.arp {
+            h.u64(((arp.spa as u64) << 32) | arp.tpa as u64);
+            h.u64(arp.op as u64);
+            return h.finish();
+        }
         if self.is_ipv4 {
             h.u64(self.ipv4_src as u64);
             h.u64(self.ipv4_dst as u64);
@@ -409,9 +421,6 @@ impl Key {
             h.u64(self.ipv6_dst as u64);
             h.u64((self.ipv6_dst >> 64) as u64);
         } else {
-            h.u64(mac_u128(&self.eth_src) as u64);
-            h.u64(mac_u128(&self.eth_dst) as u64);
-            h.u64(self.eth_type as u64);
             return h.finish();
         }
         h.u64(self.ip_proto.unwrap_or(0) as u64);
@@ -771,5 +780,42 @@ mod tests {
             let k = Key::parse(&f[..n.min(f.len())], 1);
             let _ = k.flow_hash();
         }
+    }
+
+    fn arp_request(sha: [u8; 6], spa: [u8; 4], tpa: [u8; 4]) -> Vec<u8> {
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&sha);
+        f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+        f.extend_from_slice(&sha);
+        f.extend_from_slice(&spa);
+        f.extend_from_slice(&[0; 6]);
+        f.extend_from_slice(&tpa);
+        f
+    }
+
+    fn buckets(frames: &[Vec<u8>]) -> std::collections::HashSet<u64> {
+        frames.iter().map(|f| Key::parse(f, 1).flow_hash() % 4).collect()
+    }
+
+    #[test]
+    fn flow_hash_covers_l2_and_arp_addresses_and_stays_per_flow() {
+        // Traffic that differs only in its MAC addresses spreads over buckets...
+        let by_mac: Vec<Vec<u8>> = (0..32u8)
+            .map(|i| {
+                let mut f = ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 1000, 2000, 0, b"x");
+                f[11] = i; // eth_src
+                f
+            })
+            .collect();
+        assert_eq!(buckets(&by_mac).len(), 4);
+        // ... so does ARP that differs only in its protocol addresses ...
+        let by_arp: Vec<Vec<u8>> =
+            (0..32u8).map(|i| arp_request([0, 0, 0, 0, 0, 1], [10, 0, 0, i], [10, 0, 1, 1])).collect();
+        assert_eq!(buckets(&by_arp).len(), 4);
+        // ... and one flow's packets hash alike whatever their payload or TTL.
+        let a = ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 1000, 2000, 0, b"one");
+        let mut b = ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 1000, 2000, 0, b"another payload");
+        b[22] = 3; // TTL
+        assert_eq!(Key::parse(&a, 1).flow_hash(), Key::parse(&b, 1).flow_hash());
     }
 }

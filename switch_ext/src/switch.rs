@@ -90,6 +90,7 @@ impl Switch {
             fail_mode: cfg.fail_mode,
             seed,
         });
+        dp.set_max_flows(cfg.max_flows);
         // Check every interface before opening any socket: a bad option must not leave a
         // port half-configured.
         let mut infos = Vec::new();

@@ -279,3 +279,44 @@ def test_on_switch_ext(app: str) -> None:
             for p in servers:
                 p.kill()
                 p.wait()
+
+
+def _static_entries_per_table(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> int:
+    """The most entries the tcppath app installs in one table of one switch before any
+    flow: what the app compiles, computed in memory as the switch will receive it."""
+    from collections import Counter
+
+    from dcnlab.apps.tcppath import TcpPath
+    from dcnlab.topo.spec import parse
+
+    path = tmp_path / "topo.json"
+    path.write_text(json.dumps(parse(TOPO).to_dict()))
+    monkeypatch.setenv("DCNLAB_TOPOLOGY", str(path))
+    monkeypatch.setenv("DCNLAB_STATS_INTERVAL", "0")
+    monkeypatch.delenv("DCNLAB_STATE_FILE", raising=False)
+    compiled = TcpPath().compiled()
+    return max(n for rules in compiled.values()
+               for n in Counter(f.table_id for f in rules.flows).values())
+
+
+def test_table_full_falls_back_to_default_path_on_ext(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    # switch_ext's --max-flows: room for the static entries only, so every per-flow entry
+    # is refused with TABLE_FULL; the connection still completes on the default routes.
+    limit = _static_entries_per_table(monkeypatch, tmp_path)
+    monkeypatch.delenv("DCNLAB_TOPOLOGY")
+    with Network(TOPO, app="dcnlab.apps.tcppath", switch="ext",
+                 switch_options={"max_flows": limit},
+                 app_env={"DCNLAB_TCPPATH_IDLE": str(IDLE)}) as n:
+        server = n.host("h7").popen([*TOOL, "serve", "--port", str(PORT)])
+        try:
+            time.sleep(0.5)
+            (row,) = _rows(_client(n, "h2", "h7", 44200))
+            assert row["ok"], row
+            time.sleep(1.0)
+            state = n.state() or {}
+            assert state["counters"].get("tcppath_table_full", 0) >= 1
+            assert state["pid"] == n.controller_pid
+        finally:
+            server.kill()
+            server.wait()
