@@ -487,6 +487,18 @@ impl Datapath {
                             | SctpDst
                             | Ipv6Src
                             | Ipv6Dst
+                            | EthType
+                            | IpProto
+                            | Icmpv4Type
+                            | Icmpv4Code
+                            | Icmpv6Type
+                            | Icmpv6Code
+                            | ArpOp
+                            | ArpSpa
+                            | ArpTpa
+                            | ArpSha
+                            | ArpTha
+                            | Ipv6Flabel
                     );
                     if !settable {
                         return Err(bac(OFPBAC_BAD_SET_TYPE));

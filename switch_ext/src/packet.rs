@@ -640,13 +640,103 @@ pub fn set_field(f: &mut [u8], k: &Key, field: Field, value: &[u8]) -> bool {
                 return false;
             }
             let o = l4 + if matches!(field, TcpSrc | UdpSrc | SctpSrc) { 0 } else { 2 };
-            // SCTP uses CRC32c over the whole packet; we do not recompute it.
             let c = if want == IPPROTO_SCTP { None } else { l4_csum_off(k, f) };
             replace16(f, o, v16(), c);
+            if want == IPPROTO_SCTP {
+                // SCTP's checksum is a CRC32c over the whole SCTP packet: recompute it.
+                set_sctp_crc(f, k, l4);
+            }
+        }
+        EthType => {
+            // The ethertype after any VLAN tags: what OXM eth_type means.
+            let o = k.l3.checked_sub(2).filter(|&o| o >= 12).unwrap_or(12);
+            wr16(f, o, v16());
+        }
+        IpProto if k.is_ipv4 && f.len() >= k.l3 + 20 => {
+            let old = rd16(f, k.l3 + 8); // TTL | protocol
+            let new = (old & 0xff00) | value[0] as u16;
+            replace16(f, k.l3 + 8, new, Some(k.l3 + 10));
+            // The protocol is also in the L4 pseudo-header (as the 16-bit word 0 | proto).
+            if let Some(c) = l4_csum_off(k, f) {
+                wr16(f, c, csum_update16(rd16(f, c), old & 0xff, value[0] as u16));
+            }
+        }
+        IpProto if k.is_ipv6 && f.len() >= k.l3 + 40 && k.ip_proto == Some(f[k.l3 + 6]) => {
+            let old = f[k.l3 + 6] as u16;
+            f[k.l3 + 6] = value[0];
+            if let Some(c) = l4_csum_off(k, f) {
+                wr16(f, c, csum_update16(rd16(f, c), old, value[0] as u16));
+            }
+        }
+        Ipv6Flabel if k.is_ipv6 && f.len() >= k.l3 + 4 => {
+            // No IPv6 header checksum; the flow label is not in any pseudo-header.
+            let word = u32::from_be_bytes([f[k.l3], f[k.l3 + 1], f[k.l3 + 2], f[k.l3 + 3]]);
+            let label = u32::from_be_bytes([0, value[1], value[2], value[3]]) & 0x000f_ffff;
+            f[k.l3..k.l3 + 4].copy_from_slice(&((word & 0xfff0_0000) | label).to_be_bytes());
+        }
+        Icmpv4Type | Icmpv4Code | Icmpv6Type | Icmpv6Code => {
+            let Some(l4) = k.l4 else { return false };
+            let v4 = matches!(field, Icmpv4Type | Icmpv4Code);
+            let ok = if v4 {
+                k.is_ipv4 && k.ip_proto == Some(IPPROTO_ICMP)
+            } else {
+                k.is_ipv6 && k.ip_proto == Some(IPPROTO_ICMPV6)
+            };
+            if !ok || f.len() < l4 + 4 {
+                return false;
+            }
+            // Type and code are one 16-bit word under the ICMP checksum (at l4 + 2).
+            let old = rd16(f, l4);
+            let new = if matches!(field, Icmpv4Type | Icmpv6Type) {
+                (value[0] as u16) << 8 | (old & 0x00ff)
+            } else {
+                (old & 0xff00) | value[0] as u16
+            };
+            replace16(f, l4, new, Some(l4 + 2));
+        }
+        ArpOp | ArpSpa | ArpTpa | ArpSha | ArpTha => {
+            if k.arp.is_none() || f.len() < k.l3 + 28 {
+                return false;
+            }
+            // Ethernet/IPv4 ARP: htype, ptype, hlen, plen, op, sha, spa, tha, tpa.
+            let (o, n) = match field {
+                ArpOp => (6, 2),
+                ArpSha => (8, 6),
+                ArpSpa => (14, 4),
+                ArpTha => (18, 6),
+                _ => (24, 4),
+            };
+            f[k.l3 + o..k.l3 + o + n].copy_from_slice(&value[..n]);
         }
         _ => return false,
     }
     true
+}
+
+/// CRC32c (Castagnoli, reflected), as SCTP uses it (RFC 4960, appendix B).
+pub fn crc32c(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= b as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82f6_3b78 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+/// Recomputes the SCTP checksum of the packet whose SCTP header is at `l4`: CRC32c over
+/// the SCTP packet (to the end of the IP payload, not Ethernet padding) with the
+/// checksum field zero, stored least significant byte first as SCTP does.
+fn set_sctp_crc(f: &mut [u8], k: &Key, l4: usize) {
+    let end =
+        if k.is_ipv4 { k.l3 + rd16(f, k.l3 + 2) as usize } else { k.l3 + 40 + rd16(f, k.l3 + 4) as usize };
+    if f.len() < end || end < l4 + 12 {
+        return;
+    }
+    f[l4 + 8..l4 + 12].copy_from_slice(&[0; 4]);
+    let crc = crc32c(&f[l4..end]);
+    f[l4 + 8..l4 + 12].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Pushes a VLAN tag with TPID `tpid`. The new tag copies VID/PCP from an existing outer
@@ -817,5 +907,152 @@ mod tests {
         let mut b = ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 1000, 2000, 0, b"another payload");
         b[22] = 3; // TTL
         assert_eq!(Key::parse(&a, 1).flow_hash(), Key::parse(&b, 1).flow_hash());
+    }
+
+    /// IPv4 (no options) around `l4`, Ethernet in front; the IP checksum is correct.
+    fn ipv4_with(proto: u8, l4: &[u8]) -> Vec<u8> {
+        let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0x08, 0x00];
+        let mut ip = vec![0x45, 0];
+        ip.extend_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
+        ip.extend_from_slice(&[0, 1, 0x40, 0, 64, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        let c = inet_csum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(l4);
+        f
+    }
+
+    /// IPv6 around `l4` with a correct L4 checksum at `csum_at` (pseudo-header included).
+    fn ipv6_with(proto: u8, l4: &[u8], csum_at: usize) -> Vec<u8> {
+        let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0x86, 0xdd];
+        let (src, dst) = ([0xfdu8; 16], [0xfeu8; 16]);
+        let mut ip = vec![0x61, 0x2a, 0xbc, 0xde]; // traffic class 0x12, flow label 0xabcde
+        ip.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+        ip.extend_from_slice(&[proto, 64]);
+        ip.extend_from_slice(&src);
+        ip.extend_from_slice(&dst);
+        let mut seg = l4.to_vec();
+        let mut pseudo = [src.as_slice(), dst.as_slice()].concat();
+        pseudo.extend_from_slice(&(seg.len() as u32).to_be_bytes());
+        pseudo.extend_from_slice(&[0, 0, 0, proto]);
+        pseudo.extend_from_slice(&seg);
+        let c = inet_csum(&pseudo);
+        seg[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&seg);
+        f
+    }
+
+    fn l4_sum_ok_v6(f: &[u8]) -> bool {
+        let k = Key::parse(f, 1);
+        let l4 = k.l3 + 40; // our frames carry no extension headers
+        let mut pseudo = f[k.l3 + 8..k.l3 + 40].to_vec();
+        pseudo.extend_from_slice(&((f.len() - l4) as u32).to_be_bytes());
+        pseudo.extend_from_slice(&[0, 0, 0, f[k.l3 + 6]]);
+        pseudo.extend_from_slice(&f[l4..]);
+        inet_csum(&pseudo) == 0
+    }
+
+    #[test]
+    fn crc32c_matches_the_standard_check_value() {
+        assert_eq!(crc32c(b"123456789"), 0xe306_9283);
+    }
+
+    #[test]
+    fn set_sctp_port_recomputes_the_crc32c() {
+        let mut sctp = vec![0x04, 0xd2, 0x00, 0x50, 0, 0, 0, 7, 0, 0, 0, 0];
+        sctp.extend_from_slice(&[0, 0, 0, 8, 1, 2, 3, 4]); // one DATA-ish chunk
+        let crc = crc32c(&sctp);
+        sctp[8..12].copy_from_slice(&crc.to_le_bytes());
+        let mut f = ipv4_with(IPPROTO_SCTP, &sctp);
+        f.extend_from_slice(&[0; 6]); // Ethernet padding is not part of the packet
+        let k = Key::parse(&f, 1);
+        assert!(set_field(&mut f, &k, Field::SctpSrc, &[0x23, 0x28]));
+        let l4 = k.l4.unwrap();
+        let end = l4 + sctp.len();
+        let mut zeroed = f[l4..end].to_vec();
+        zeroed[8..12].copy_from_slice(&[0; 4]);
+        assert_eq!(f[l4 + 8..l4 + 12], crc32c(&zeroed).to_le_bytes());
+        assert_eq!(Key::parse(&f, 1).tp_src, 9000);
+    }
+
+    #[test]
+    fn set_icmp_type_and_code_keeps_the_checksum_valid() {
+        let mut icmp = vec![8, 0, 0, 0, 0, 1, 0, 1, b'p', b'i', b'n', b'g'];
+        let c = inet_csum(&icmp);
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        let mut f = ipv4_with(IPPROTO_ICMP, &icmp);
+        let k = Key::parse(&f, 1);
+        assert!(set_field(&mut f, &k, Field::Icmpv4Type, &[0]));
+        let k = Key::parse(&f, 1);
+        assert!(set_field(&mut f, &k, Field::Icmpv4Code, &[3]));
+        let k = Key::parse(&f, 1);
+        assert_eq!((k.icmp_type, k.icmp_code), (0, 3));
+        assert_eq!(inet_csum(&f[k.l4.unwrap()..]), 0);
+
+        let icmp6 = vec![128, 0, 0, 0, 0, 1, 0, 1, b'x', b'y'];
+        let mut f = ipv6_with(IPPROTO_ICMPV6, &icmp6, 2);
+        assert!(l4_sum_ok_v6(&f));
+        let k = Key::parse(&f, 1);
+        assert!(set_field(&mut f, &k, Field::Icmpv6Type, &[129]));
+        let k = Key::parse(&f, 1);
+        assert!(set_field(&mut f, &k, Field::Icmpv6Code, &[1]));
+        assert!(l4_sum_ok_v6(&f));
+        let k = Key::parse(&f, 1);
+        assert_eq!((k.icmp_type, k.icmp_code), (129, 1));
+    }
+
+    #[test]
+    fn set_ip_proto_fixes_both_checksums() {
+        let mut f = ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 0, b"payload");
+        let k = Key::parse(&f, 1);
+        assert!(set_field(&mut f, &k, Field::IpProto, &[99]));
+        assert_eq!(f[k.l3 + 9], 99);
+        assert_eq!(inet_csum(&f[k.l3..k.l3 + 20]), 0); // the IP header's checksum
+        let l4 = k.l3 + 20; // and the UDP checksum, over a pseudo-header with the new protocol
+        let mut pseudo = f[k.l3 + 12..k.l3 + 20].to_vec();
+        pseudo.extend_from_slice(&[0, 99]);
+        pseudo.extend_from_slice(&((f.len() - l4) as u16).to_be_bytes());
+        pseudo.extend_from_slice(&f[l4..]);
+        assert_eq!(inet_csum(&pseudo), 0);
+        let udp6 = vec![0, 1, 0, 2, 0, 10, 0, 0, b'h', b'i'];
+        let mut f = ipv6_with(IPPROTO_UDP, &udp6, 6);
+        let k = Key::parse(&f, 1);
+        assert!(set_field(&mut f, &k, Field::IpProto, &[253]));
+        assert_eq!(f[k.l3 + 6], 253);
+        assert!(l4_sum_ok_v6(&f));
+    }
+
+    #[test]
+    fn set_eth_type_flow_label_and_arp_fields() {
+        let mut f = ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 0, b"x");
+        let k = Key::parse(&f, 1);
+        assert!(set_field(&mut f, &k, Field::EthType, &[0x88, 0xb5]));
+        assert_eq!(Key::parse(&f, 1).eth_type, 0x88b5);
+
+        let mut f = ipv6_with(IPPROTO_UDP, &[0, 1, 0, 2, 0, 8, 0, 0], 6);
+        let k = Key::parse(&f, 1);
+        assert!(set_field(&mut f, &k, Field::Ipv6Flabel, &[0, 0x0f, 0x12, 0x34]));
+        let k = Key::parse(&f, 1);
+        assert_eq!(k.ipv6_flabel, 0xf1234);
+        assert_eq!((f[k.l3] >> 4, k.ip_tos), (6, 0x12)); // version, traffic class kept
+        assert!(l4_sum_ok_v6(&f));
+
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+        f.extend_from_slice(&[0, 0, 0, 0, 0, 1, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2]);
+        for (field, value) in [
+            (Field::ArpOp, vec![0, 2]),
+            (Field::ArpSha, vec![2, 0, 0, 0, 0, 9]),
+            (Field::ArpSpa, vec![10, 9, 9, 9]),
+            (Field::ArpTha, vec![2, 0, 0, 0, 0, 8]),
+            (Field::ArpTpa, vec![10, 8, 8, 8]),
+        ] {
+            let k = Key::parse(&f, 1);
+            assert!(set_field(&mut f, &k, field, &value));
+        }
+        let arp = Key::parse(&f, 1).arp.unwrap();
+        assert_eq!((arp.op, arp.spa, arp.tpa), (2, 0x0a09_0909, 0x0a08_0808));
+        assert_eq!((arp.sha, arp.tha), ([2, 0, 0, 0, 0, 9], [2, 0, 0, 0, 0, 8]));
     }
 }
