@@ -301,7 +301,7 @@ fn other_value(pkt: &[u8], field: Field) -> (u32, Vec<u8>) {
     }
     let k = Key::parse(pkt, 1);
     let v = k.get(field).unwrap();
-    let flipped = if field == Field::VlanVid { v ^ 0x001 } else { v ^ 1 };
+    let flipped = v ^ 1; // vlan_vid keeps its OFPVID_PRESENT bit
     let mut f = pkt.to_vec();
     let w = field.width();
     let bytes = flipped.to_be_bytes()[16 - w..].to_vec();
@@ -340,7 +340,10 @@ fn masked_fields_match_under_their_mask() {
 
 // ---------------------------------------------------------------------------- set-field
 
-fn set_cases() -> Vec<(Field, fn() -> Vec<u8>, u128)> {
+/// (field, the packet to rewrite, the value to write)
+type SetCase = (Field, fn() -> Vec<u8>, u128);
+
+fn set_cases() -> Vec<SetCase> {
     use Field::*;
     vec![
         (EthDst, || ipv4(17, udp()), 0x0200_0000_0099),
