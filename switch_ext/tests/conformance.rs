@@ -425,6 +425,67 @@ fn set_field_outside_the_subset_is_refused_with_bad_set_type() {
     }
 }
 
+/// The one error a flow mod got, as (type, code).
+fn refusal(dp: &mut Datapath, fields: Vec<Oxm>, instrs: Vec<Instruction>) -> (u16, u16) {
+    let r = send(
+        dp,
+        Body::FlowMod(Box::new(FlowMod {
+            cookie: 0,
+            cookie_mask: 0,
+            table_id: 0,
+            command: OFPFC_ADD,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            priority: 1,
+            buffer_id: OFP_NO_BUFFER,
+            out_port: OFPP_ANY,
+            out_group: OFPG_ANY,
+            flags: 0,
+            matches: Match { fields },
+            instructions: instrs,
+        })),
+    );
+    match r.as_slice() {
+        [Msg { body: Body::Error { typ, code, .. }, .. }] => (*typ, *code),
+        other => panic!("expected one error, got {other:?}"),
+    }
+}
+
+#[test]
+fn what_lies_outside_the_subset_is_refused_with_the_specs_error() {
+    let mut dp = datapath(SelectMode::Hash);
+    let eth = |t: u16| Oxm::basic(Field::EthType as u8, t.to_be_bytes().to_vec(), None);
+    // MPLS label (34), PBB I-SID (37), tunnel id (38), IPv6 ND target (31), IPv6 extension
+    // headers (39): match fields outside the subset.
+    for (field, prereq, value) in [
+        (34u8, 0x8847u16, vec![0, 0, 0, 1]),
+        (37, 0x88e7, vec![0, 0, 1]),
+        (38, 0x0800, vec![0; 8]),
+        (31, 0x86dd, vec![0; 16]),
+        (39, 0x86dd, vec![0, 1]),
+    ] {
+        let got = refusal(&mut dp, vec![eth(prereq), Oxm::basic(field, value, None)], vec![]);
+        assert_eq!(got.0, OFPET_BAD_MATCH, "OXM field {field}: {got:?}");
+    }
+    for action in [
+        Action::PushMpls(0x8847),
+        Action::PopMpls(0x0800),
+        Action::PushPbb(0x88e7),
+        Action::SetMplsTtl(3),
+        Action::CopyTtlOut,
+    ] {
+        assert_eq!(
+            refusal(&mut dp, vec![], apply(vec![action.clone()])),
+            (OFPET_BAD_ACTION, OFPBAC_BAD_TYPE),
+            "{action:?}"
+        );
+    }
+    assert_eq!(
+        refusal(&mut dp, vec![], vec![Instruction::Meter(1)]),
+        (OFPET_BAD_INSTRUCTION, OFPBIC_UNSUP_INST)
+    );
+}
+
 // ---------------------------------------------------------------------------- actions
 
 #[test]
