@@ -128,8 +128,10 @@ def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike
     specs = load_specs(spec_path)
     out = Path(out_dir) if out_dir is not None else DEFAULT_RESULTS / specs[0].name
     outs = [out / spec.scenario if spec.scenario else out for spec in specs]
-    done = [_done_runs(target, spec) if resume else set()
-            for spec, target in zip(specs, outs, strict=True)]
+    # Per spec: the runs already recorded (resuming), or None (a fresh directory).
+    done: list[set[tuple[str, int, float]] | None] = [
+        _done_runs(target, spec) if resume else None
+        for spec, target in zip(specs, outs, strict=True)]
     if not resume:
         for target in outs:
             if (target / FLOWS_CSV).exists():
@@ -141,7 +143,7 @@ def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike
     if resume:
         for target, w in zip(outs, workloads, strict=True):
             _check_same_workload(target, w)
-    todo = [{(s.name, seed, value) for s in spec.schemes for (seed, value) in w} - d
+    todo = [{(s.name, seed, value) for s in spec.schemes for (seed, value) in w} - (d or set())
             for spec, w, d in zip(specs, workloads, done, strict=True)]
     total = sum(len(w[(seed, value)]) for w, t in zip(workloads, todo, strict=True)
                 for _, seed, value in t)
@@ -184,9 +186,10 @@ def _combine(out: Path, specs: list[ExperimentSpec], results: list[RunResult]) -
 def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float], list[Flow]],
               bar: Progress, done: set[tuple[str, int, float]] | None = None) -> RunResult:
     """One experiment (or scenario) into ``out``; errors end up in the result.  ``done``
-    (resuming): runs already recorded there, kept and skipped."""
+    (resuming; None for a fresh directory): runs already recorded there, kept and
+    skipped."""
     out.mkdir(parents=True, exist_ok=True)
-    if done:
+    if done is not None and (out / META_JSON).exists():
         meta = json.loads((out / META_JSON).read_text())
         meta.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         _drop_not_run_rows(out / FLOWS_CSV, done)

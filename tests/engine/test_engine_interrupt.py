@@ -150,6 +150,14 @@ def test_a_scheme_whose_network_fails_leaves_not_run_rows_with_the_reason(
     assert {r["status"] for r in broken_rows} == {"not_run"}
     assert all("did not start" in r["error"] for r in broken_rows)
     assert {r["status"] for r in rows if r["scheme"] == "ecmp"} == {"ok"}
+    # Resuming keeps ecmp's rows, tries broken again, and still accounts each flow once.
+    again = subprocess.run(_dcnlab("run", "--resume", str(out), "--quiet"),
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 1 and "did not start" in again.stderr
+    rows_again = _rows(out)
+    assert len(rows_again) == len(rows)
+    assert [r for r in rows_again if r["scheme"] == "ecmp"] == \
+        [r for r in rows if r["scheme"] == "ecmp"]
 
 
 def test_a_scenario_that_never_started_still_has_a_row_per_flow(tmp_path: Path) -> None:
