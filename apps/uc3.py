@@ -9,7 +9,7 @@ Collected, as in the paper's UC3 architecture:
 
 - link bandwidth: each switch egress's rate from the topology (or DCNLAB_UC3_CAPACITY),
   and its load from the OpenFlow port statistics FabricApp polls (reported in the state);
-- competing flows per link: the host agents report their TCP flows (``ss``), each mapped
+- competing flows per link: the host agents report their TCP flows (sock_diag), each mapped
   to its path;
 - per-flow RTT and throughput: from the same reports (the kernel's srtt; bytes acked
   since the previous report), the throughput smoothed with EMA alpha.

@@ -34,7 +34,8 @@ from typing import Any
 
 from . import protocol as proto
 from .bpf import ClampProgram, Tuple4
-from .flows import FlowSampler, read_ss
+from .flows import FlowSampler
+from .sockdiag import FlowReader, SockDiagError
 
 log = logging.getLogger("dcnlab.agent")
 
@@ -93,6 +94,7 @@ class Agent:
         self.over_cap = 0  # connections closed at once: MAX_CONNECTIONS were open
         self.conns: set[_Conn] = set()
         self.sampler = FlowSampler()
+        self.flows: FlowReader | None = None
         self._server: asyncio.base_events.Server | None = None
 
     # -- lifecycle ---------------------------------------------------------
@@ -103,6 +105,8 @@ class Agent:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         if self.program is None:
             self.program = ClampProgram(self.tag, self.work_dir)
+        # In-process sock_diag, only the flows of our cgroup: no `ss` fork per report.
+        self.flows = FlowReader(self.program.cgroup)
         try:
             self._server = await asyncio.start_server(self._serve, self.cfg.listen, self.cfg.port)
             log.info("agent %s listening on %s:%d, cgroup %s", self.name, self.cfg.listen,
@@ -118,6 +122,7 @@ class Agent:
             for conn in list(self.conns):
                 conn.writer.close()
             self.program.close(grace_s=0.2)
+            self.flows.close()
             self.clamps.clear()
             self._write_state(stopped=True)
             if created:  # leave nothing behind that this run made
@@ -131,7 +136,12 @@ class Agent:
             log.warning("controller silent for %.1f s: removing %d clamp(s) (fail open)",
                         now - self.last_controller, len(self.clamps))
             self._clear()
-        flows = [f for f in read_ss() if f.flow.lport != self.cfg.port]
+        assert self.flows is not None
+        try:
+            flows = [f for f in self.flows.read() if f.flow.lport != self.cfg.port]
+        except SockDiagError as exc:
+            log.warning("reading flows failed: %s", exc)
+            flows = []
         stats = self.sampler.sample(flows, self.clamps, now)
         for conn in list(self.conns):
             if conn.authenticated:
