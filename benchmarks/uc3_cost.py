@@ -1,0 +1,139 @@
+"""What UC3 costs: host agent CPU per report, and the controller's allocation round time.
+
+Two measurements, printed as a table (speed lives here, never in tests):
+
+1. **Agent, per report**: what one report costs an agent in CPU time: reading the flows
+   of its cgroup (sock_diag, in-process), turning them into samples and encoding the
+   signed report.  Measured in this process with ``--flows`` open loopback TCP
+   connections (the agent's cgroup holds a client's flows; a host namespace has few other
+   sockets: run it in such a namespace, e.g. ``unshare -n`` with ``ip link set lo up``,
+   for a host's view; in a busy namespace the dump covers every socket there).  From it:
+   the share of one core that ``--clients`` agents take at ``--interval`` (the goal:
+   below 10 % at 64 clients and 0.2 s reports).
+2. **Controller, per allocation round**: fair shares at each flow's bottleneck, EMA,
+   reallocation and BDP windows (:class:`~dcnlab.schemes.uc3.alloc.Allocator`) for
+   10 .. 10,000 synthetic flows between random hosts of a fat-tree view, each on one of
+   its shortest paths (the goal: a round over 10,000 flows below the notification
+   interval, 0.05 s by default).
+
+    python -m dcnlab.benchmarks.uc3_cost [--flows 2] [--clients 64] [--interval 0.2]
+                                          [--k 8] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import socket
+import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import networkx as nx
+
+from dcnlab.controller.view import NetworkView
+from dcnlab.hosts.uc3_agent import protocol as proto
+from dcnlab.hosts.uc3_agent.flows import FlowSampler
+from dcnlab.hosts.uc3_agent.sockdiag import FlowReader
+from dcnlab.schemes.uc3.alloc import Allocator, AllocConfig, FlowInput
+from dcnlab.topo.spec import parse
+
+FLOW_COUNTS = (10, 100, 1_000, 10_000)
+NOTIFICATION_INTERVAL_S = 0.05
+AGENT_GOAL = 0.10  # of one core, all agents together
+
+
+@contextmanager
+def loopback_flows(n: int) -> Iterator[list[socket.socket]]:
+    """``n`` established loopback TCP connections (both ends open while in use)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(n)
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            c = socket.create_connection(server.getsockname())
+            socks += [c, server.accept()[0]]
+            c.sendall(b"x" * 4096)
+        yield socks
+    finally:
+        for s in socks:
+            s.close()
+        server.close()
+
+
+def agent_report_cpu(flows: int, reports: int = 200) -> float:
+    """CPU seconds one report costs: read, sample, encode (median of ``reports``)."""
+    reader, sampler = FlowReader(None), FlowSampler()
+    key = proto.Keys.derive(b"k" * 32, proto.identity("127.0.0.1", 6690)).a2c
+    session = proto.session_context(proto.new_nonce(), proto.new_nonce())
+    costs = []
+    with loopback_flows(flows):
+        for seq in range(2, reports + 2):
+            t0 = time.process_time()
+            stats = sampler.sample(reader.read(), {})
+            proto.encode({"type": "report", "seq": seq,
+                          "flows": [s.to_dict() for s in stats]}, key, session)
+            costs.append(time.process_time() - t0)
+    reader.close()
+    return statistics.median(costs)
+
+
+def synthetic_flows(view: NetworkView, n: int, seed: int = 1) -> dict[int, FlowInput]:
+    """``n`` flows between random host pairs, each on a random shortest path."""
+    rng = random.Random(seed)
+    hosts = view.hosts
+    paths: dict[tuple[int, int], list[list[int]]] = {}
+    flows = {}
+    for i in range(n):
+        a, b = rng.sample(hosts, 2)
+        key = (a.dpid, b.dpid)
+        if key not in paths:
+            paths[key] = list(nx.all_shortest_paths(view.graph, a.dpid, b.dpid))
+        switches = rng.choice(paths[key])
+        links = [("host", a.ip), *zip(switches, switches[1:], strict=False), ("host", b.ip)]
+        flows[i] = FlowInput(path=tuple(links), rtt_s=rng.uniform(0.001, 0.02), mss=1448,
+                             throughput_bps=rng.uniform(1e6, 1e9), edge=a.dpid)
+    return flows
+
+
+def allocation_round_s(view: NetworkView, n: int, rounds: int) -> float:
+    flows = synthetic_flows(view, n)
+    capacity = {link: 10e9 for f in flows.values() for link in f.path}
+    allocator = Allocator(AllocConfig())
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        allocator.allocate(flows, capacity)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--flows", type=int, default=2, help="flows per agent (default 2)")
+    ap.add_argument("--clients", type=int, default=64)
+    ap.add_argument("--interval", type=float, default=0.2, help="report period, s")
+    ap.add_argument("--k", type=int, default=8, help="fat-tree K of the controller's view")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+
+    per_report = agent_report_cpu(args.flows)
+    share = args.clients * per_report / args.interval
+    print(f"agent: {per_report * 1e3:.3f} ms CPU per report with {args.flows} flow(s); "
+          f"{args.clients} agents every {args.interval:g} s take {share:.1%} of one core "
+          f"(goal < {AGENT_GOAL:.0%}: {'met' if share < AGENT_GOAL else 'NOT met'})")
+
+    view = NetworkView.from_topology(parse(f"fattree:{args.k}"))
+    print(f"\ncontroller: allocation round on fattree:{args.k} ({len(view.hosts)} hosts)")
+    interval = f"of a {NOTIFICATION_INTERVAL_S:g} s interval"
+    print(f"{'flows':>7} {'round ms':>9} {interval:>22}")
+    for n in FLOW_COUNTS:
+        t = allocation_round_s(view, n, args.rounds)
+        print(f"{n:>7} {t * 1e3:>9.2f} {t / NOTIFICATION_INTERVAL_S:>21.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()
