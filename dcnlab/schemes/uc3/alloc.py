@@ -69,11 +69,15 @@ def _flows_per_link(paths: Mapping[FlowId, Sequence[LinkId]],
         if not path:
             raise AllocError(f"flow {flow!r} has an empty path")
         for link in dict.fromkeys(path):  # a link listed twice still counts the flow once
-            if link not in capacity:
-                raise AllocError(f"flow {flow!r} crosses link {link!r} of unknown capacity")
-            if capacity[link] < 0:
-                raise AllocError(f"link {link!r} has a negative capacity")
-            on_link.setdefault(link, []).append(flow)
+            flows = on_link.get(link)
+            if flows is None:  # each link is checked once, not once per flow
+                if link not in capacity:
+                    raise AllocError(f"flow {flow!r} crosses link {link!r} of unknown "
+                                     "capacity")
+                if capacity[link] < 0:
+                    raise AllocError(f"link {link!r} has a negative capacity")
+                flows = on_link[link] = []
+            flows.append(flow)
     return on_link
 
 
@@ -84,15 +88,11 @@ def bottlenecks(paths: Mapping[FlowId, Sequence[LinkId]],
     Ties go to the first such link along the path (deterministic for the tests).
     """
     on_link = _flows_per_link(paths, capacity)
+    share = {link: capacity[link] / len(flows) for link, flows in on_link.items()}
     result: dict[FlowId, tuple[LinkId, float]] = {}
     for flow, path in paths.items():
-        best: tuple[LinkId, float] | None = None
-        for link in path:
-            share = capacity[link] / len(on_link[link])
-            if best is None or share < best[1]:
-                best = (link, share)
-        assert best is not None  # paths are non-empty (checked above)
-        result[flow] = best
+        link = min(path, key=share.__getitem__)  # min keeps the first of equal shares
+        result[flow] = (link, share[link])
     return result
 
 
@@ -258,7 +258,7 @@ class Allocator:
     def allocate(self, flows: Mapping[FlowId, FlowInput],
                  capacity: Mapping[LinkId, float]) -> dict[FlowId, Allocation]:
         cfg = self.config
-        paths = {flow: list(info.path) for flow, info in flows.items()}
+        paths = {flow: info.path for flow, info in flows.items()}
         if ShareMethod(cfg.method) is ShareMethod.MAXMIN:
             shares = max_min_shares(paths, capacity)
         else:
@@ -270,10 +270,11 @@ class Allocator:
                  for flow, info in flows.items()}
         rates = reallocate(shares, smoothed, edges, cfg.beta) if cfg.reallocation else shares
         result = {}
+        rounding = Rounding(cfg.rounding)  # once per round, not per flow
         for flow, info in flows.items():
             e_th = smoothed.get(flow)
             result[flow] = Allocation(
                 share_bps=shares[flow], rate_bps=rates[flow],
-                window=window_segments(rates[flow], info.rtt_s, info.mss, cfg.rounding),
+                window=window_segments(rates[flow], info.rtt_s, info.mss, rounding),
                 under_using=e_th is not None and e_th < cfg.beta * shares[flow])
         return result
