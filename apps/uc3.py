@@ -40,6 +40,8 @@ Environment (all optional except what reaching agents needs):
 ``DCNLAB_UC3_CAPACITY``        link capacity for every link, e.g. ``100M`` (default: the
                                topology's link rates; else the port's speed; else 1G)
 ``DCNLAB_UC3_MIN_RATE``        flows reporting less are idle, not competing (100k)
+``DCNLAB_UC3_HEADER_BYTES``    wire bytes per segment besides the payload (66): windows
+                               count segments, shares wire bits
 =============================  ==========================================================
 
 The state file (``DCNLAB_STATE_FILE``) gets a ``uc3`` section: configuration, agents
@@ -251,6 +253,7 @@ class Uc3(FabricApp):
                        "reallocation": cfg.alloc.reallocation,
                        "method": str(cfg.alloc.method), "capacity_bps": cfg.capacity_bps,
                        "min_rate_bps": cfg.min_rate_bps,
+                       "header_bytes": cfg.alloc.header_bytes,
                        "agents_file": str(cfg.agents_file) if cfg.agents_file else None},
             "agents": agents, "flows": flows, "links": links}
         return state

@@ -101,18 +101,40 @@ def test_flow_without_sample_counts_as_filling() -> None:
     assert got == {"a": 10.0, "b": 18.0}
 
 
+# A segment occupies mss + 66 bytes on the wire (Ethernet 14, IPv4 20, TCP 20 and the
+# timestamp option 12): an MSS of 934 makes 1000-byte frames, 1434 makes 1500.
 @pytest.mark.parametrize(("rate", "rtt", "mss", "up", "rnd", "down"), [
-    (10e6, 0.010, 1000, 13, 13, 12),  # 12.5 segments: half rounds up
-    (9.92e6, 0.010, 1000, 13, 12, 12),  # 12.4
-    (9.6e6, 0.010, 1000, 12, 12, 12),  # 12.0 exactly (float noise must not add one)
-    (1.2e6, 0.020, 1500, 2, 2, 2),  # 2.0
-    (100e6, 0.0121, 1448, 105, 104, 104),  # 104.46...
+    (10e6, 0.010, 934, 13, 13, 12),  # 12,500 B / 1,000 B = 12.5 frames: half rounds up
+    (9.92e6, 0.010, 934, 13, 12, 12),  # 12,400 / 1,000 = 12.4
+    (9.6e6, 0.010, 934, 12, 12, 12),  # 12.0 exactly (float noise must not add one)
+    (1.2e6, 0.020, 1434, 2, 2, 2),  # 3,000 / 1,500 = 2.0
+    (100e6, 0.0121, 1448, 100, 100, 99),  # 151,250 / 1,514 = 99.90...
 ])
 def test_window_rounding_modes(rate: float, rtt: float, mss: int, up: int, rnd: int,
                                down: int) -> None:
     assert window_segments(rate, rtt, mss, Rounding.UP) == up
     assert window_segments(rate, rtt, mss, "round") == rnd
     assert window_segments(rate, rtt, mss, Rounding.DOWN) == down
+
+
+def test_header_bytes_zero_counts_payload_only() -> None:
+    # The count before frames were considered: 12,500 B of payload in 1,000 B segments.
+    assert window_segments(10e6, 0.010, 1000, "down", header_bytes=0) == 12
+    with pytest.raises(AllocError):
+        window_segments(10e6, 0.010, 1000, "down", header_bytes=-1)
+
+
+def test_rounded_down_windows_fit_the_link_on_the_wire() -> None:
+    # Two flows share a 100 Mbit/s link with a 10 ms RTT: 125,000 bytes in flight fill it.
+    # Each gets 50 Mbit/s, 62,500 B per RTT: 41 frames of 1,514 B (41.28 rounded down),
+    # 2 x 41 x 1,514 = 124,148 B <= 125,000.  Counting payload only, 62,500 / 1,448 =
+    # 43.16 -> 43 segments, 2 x 43 x 1,514 = 130,204 B: 4 % more than the link carries,
+    # which becomes a standing queue.
+    bdp_wire = 100e6 / 8 * 0.010
+    down = window_segments(50e6, 0.010, 1448, "down")
+    assert down == 41 and 2 * down * 1514 <= bdp_wire
+    payload = window_segments(50e6, 0.010, 1448, "down", header_bytes=0)
+    assert payload == 43 and 2 * payload * 1514 > bdp_wire
 
 
 def test_window_bounds() -> None:
@@ -136,8 +158,9 @@ def test_allocator_round_trip_with_reallocation() -> None:
     # shares 50 Mbit/s each; a under-uses (10 < 40) -> b gets 50 + 40 = 90 Mbit/s.
     assert got["a"].under_using and not got["b"].under_using
     assert got["a"].rate_bps == 50e6 and got["b"].rate_bps == pytest.approx(90e6)
-    # windows: 50e6/8*0.01/1250 = 50 segments, 90e6 -> 90 segments.
-    assert (got["a"].window, got["b"].window) == (50, 90)
+    # windows, in 1,316-byte frames (1,250 + 66): 62,500 B / 1,316 = 47.49 -> 47;
+    # 90 Mbit/s: 112,500 / 1,316 = 85.49 -> 85 (rounding down).
+    assert (got["a"].window, got["b"].window) == (47, 85)
     # Next round a recovers to 60: EMA 35 < 40 still under-uses; then 45 >= 40 fills.
     got = alloc.allocate(_flows({"a": 60e6, "b": 50e6}), cap)
     assert got["a"].under_using

@@ -98,7 +98,9 @@ def test_two_rtts_get_equal_rates_and_bdp_windows() -> None:
     inputs = table.inputs({f: path for f in table.flows})
     out = Allocator().allocate(inputs, {(1, 1): 100e6, (2, 3): 100e6})
     windows = sorted(a.window for a in out.values())
-    assert windows == [26, 147]  # ceil(50e6/8 * rtt / 1448)
+    # ceil(50e6/8 * rtt / 1514-byte frames): 37,500 / 1,514 = 24.8 -> 25;
+    # 212,500 / 1,514 = 140.4 -> 141
+    assert windows == [25, 141]
     assert {a.rate_bps for a in out.values()} == {50e6}
 
 

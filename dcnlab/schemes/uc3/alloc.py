@@ -24,9 +24,12 @@ Steps, as in the paper (Ito, Koga, Iida, IEICE 2018, Sect. 3):
    reallocation) and fairness falls above 0.8.  ``E < beta * share`` is the reading that
    matches the measured behaviour (beta = 1: any shortfall is reallocated; beta -> 0:
    nothing is), so that is what :func:`reallocate` implements.
-4. **Window.**  ``BDP = rate * RTT`` in bytes, divided by the MSS and rounded up, to the
-   nearest (halves up) or down to whole segments (the paper's round-up / round /
-   round-down), then bounded to ``[1, 65535]`` segments (the agent protocol's bounds).
+4. **Window.**  ``BDP = rate * RTT`` in bytes on the wire, divided by the bytes one
+   segment occupies there (MSS plus ``header_bytes`` of Ethernet, IP and TCP headers:
+   shares are in wire bits, windows count payload segments, and 1448 payload bytes take
+   a 1514-byte frame) and rounded up, to the nearest (halves up) or down to whole
+   segments (the paper's round-up / round / round-down), then bounded to ``[1, 65535]``
+   segments (the agent protocol's bounds).
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ LinkId = Hashable
 
 MIN_WINDOW = 1
 MAX_WINDOW = 65535
+# Wire bytes per segment besides its payload: Ethernet 14, IPv4 20, TCP 20 and the
+# timestamp option 12 that Linux uses by default (1448 + 66 = 1514-byte frames).
+WIRE_HEADER_BYTES = 14 + 20 + 20 + 12
 
 
 class AllocError(ValueError):
@@ -191,17 +197,21 @@ def reallocate(shares: Mapping[FlowId, float], smoothed: Mapping[FlowId, float],
 
 
 def window_segments(rate_bps: float, rtt_s: float, mss: int,
-                    rounding: Rounding | str = Rounding.UP) -> int:
-    """BDP in whole segments: ``rate_bps / 8 * rtt_s / mss`` rounded, within [1, 65535].
+                    rounding: Rounding | str = Rounding.UP,
+                    header_bytes: int = WIRE_HEADER_BYTES) -> int:
+    """BDP in whole segments: ``rate_bps / 8 * rtt_s / (mss + header_bytes)`` rounded,
+    within [1, 65535].
 
     ``round`` rounds halves up (not Python's round-half-even) so the three modes order
     as up >= round >= down for every input.
     """
     if mss <= 0:
         raise AllocError(f"MSS must be positive, got {mss}")
+    if header_bytes < 0:
+        raise AllocError(f"header bytes must not be negative, got {header_bytes}")
     if rate_bps < 0 or rtt_s < 0:
         raise AllocError(f"rate and RTT must be non-negative, got {rate_bps}, {rtt_s}")
-    segments = rate_bps / 8.0 * rtt_s / mss
+    segments = rate_bps / 8.0 * rtt_s / (mss + header_bytes)
     # Guard against float noise (e.g. 2.0000000000000004 would round *up* to 3).
     nearest = round(segments)
     if math.isclose(segments, nearest, rel_tol=1e-9, abs_tol=1e-9):
@@ -238,6 +248,7 @@ class AllocConfig:
     rounding: Rounding = Rounding.UP
     method: ShareMethod = ShareMethod.BOTTLENECK
     reallocation: bool = True
+    header_bytes: int = WIRE_HEADER_BYTES  # wire bytes per segment besides the payload
 
 
 @dataclass(frozen=True)
@@ -275,6 +286,7 @@ class Allocator:
             e_th = smoothed.get(flow)
             result[flow] = Allocation(
                 share_bps=shares[flow], rate_bps=rates[flow],
-                window=window_segments(rates[flow], info.rtt_s, info.mss, rounding),
+                window=window_segments(rates[flow], info.rtt_s, info.mss, rounding,
+                                       cfg.header_bytes),
                 under_using=e_th is not None and e_th < cfg.beta * shares[flow])
         return result

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dcnlab.hosts.uc3_agent.agent import DEFAULT_PORT
-from dcnlab.schemes.uc3.alloc import AllocConfig, Rounding, ShareMethod
+from dcnlab.schemes.uc3.alloc import WIRE_HEADER_BYTES, AllocConfig, Rounding, ShareMethod
 
 ENV_AGENTS = "DCNLAB_UC3_AGENTS"
 ENV_AGENT_PORT = "DCNLAB_UC3_AGENT_PORT"
@@ -32,6 +32,7 @@ ENV_REALLOCATION = "DCNLAB_UC3_REALLOCATION"
 ENV_METHOD = "DCNLAB_UC3_METHOD"
 ENV_CAPACITY = "DCNLAB_UC3_CAPACITY"
 ENV_MIN_RATE = "DCNLAB_UC3_MIN_RATE"
+ENV_HEADER_BYTES = "DCNLAB_UC3_HEADER_BYTES"
 
 _RATE_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
 _FALSE = {"0", "false", "no", "off"}
@@ -95,7 +96,8 @@ class Uc3Config:
         alloc = AllocConfig(
             alpha=number(ENV_ALPHA, 0.4, 1e-6, 1.0), beta=number(ENV_BETA, 0.8, 0.0, 1.0),
             rounding=rounding, method=method,
-            reallocation=env.get(ENV_REALLOCATION, "1").strip().lower() not in _FALSE)
+            reallocation=env.get(ENV_REALLOCATION, "1").strip().lower() not in _FALSE,
+            header_bytes=int(number(ENV_HEADER_BYTES, WIRE_HEADER_BYTES, 0, 1000)))
         capacity = env.get(ENV_CAPACITY)
         agents = env.get(ENV_AGENTS)
         return cls(

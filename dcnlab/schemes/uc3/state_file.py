@@ -16,6 +16,7 @@ class Uc3ConfigState(TypedDict):
     method: str
     capacity_bps: float | None  # None: from the topology's link rates
     min_rate_bps: float
+    header_bytes: int  # wire bytes per segment besides the payload
     agents_file: str | None
 
 
