@@ -42,26 +42,36 @@ fn send(dp: &mut Datapath, body: Body) -> Vec<Msg> {
     std::mem::take(&mut dp.ctrl)
 }
 
+/// An OFPFC_ADD flow mod (the fields the cases vary; the rest as a controller sends).
+fn add(table: u8, prio: u16, fields: Vec<Oxm>, instrs: Vec<Instruction>) -> Body {
+    Body::FlowMod(Box::new(FlowMod {
+        cookie: 0,
+        cookie_mask: 0,
+        table_id: table,
+        command: OFPFC_ADD,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority: prio,
+        buffer_id: OFP_NO_BUFFER,
+        out_port: OFPP_ANY,
+        out_group: OFPG_ANY,
+        flags: 0,
+        matches: Match { fields },
+        instructions: instrs,
+    }))
+}
+
 fn flow(dp: &mut Datapath, table: u8, prio: u16, fields: Vec<Oxm>, instrs: Vec<Instruction>) {
-    let r = send(
-        dp,
-        Body::FlowMod(Box::new(FlowMod {
-            cookie: 0,
-            cookie_mask: 0,
-            table_id: table,
-            command: OFPFC_ADD,
-            idle_timeout: 0,
-            hard_timeout: 0,
-            priority: prio,
-            buffer_id: OFP_NO_BUFFER,
-            out_port: OFPP_ANY,
-            out_group: OFPG_ANY,
-            flags: 0,
-            matches: Match { fields },
-            instructions: instrs,
-        })),
-    );
+    let r = send(dp, add(table, prio, fields, instrs));
     assert!(r.is_empty(), "flow mod refused: {r:?}");
+}
+
+/// The one error a flow mod got, as (type, code).
+fn refusal(dp: &mut Datapath, fields: Vec<Oxm>, instrs: Vec<Instruction>) -> (u16, u16) {
+    match send(dp, add(0, 1, fields, instrs)).as_slice() {
+        [Msg { body: Body::Error { typ, code, .. }, .. }] => (*typ, *code),
+        other => panic!("expected one error, got {other:?}"),
+    }
 }
 
 fn group(dp: &mut Datapath, gid: u32, gtype: u8, buckets: Vec<(u32, Vec<Action>)>) {
@@ -399,56 +409,8 @@ fn every_set_field_rewrites_its_field_and_keeps_checksums_valid() {
 #[test]
 fn set_field_outside_the_subset_is_refused_with_bad_set_type() {
     let mut dp = datapath(SelectMode::Hash);
-    let r = send(
-        &mut dp,
-        Body::FlowMod(Box::new(FlowMod {
-            cookie: 0,
-            cookie_mask: 0,
-            table_id: 0,
-            command: OFPFC_ADD,
-            idle_timeout: 0,
-            hard_timeout: 0,
-            priority: 1,
-            buffer_id: OFP_NO_BUFFER,
-            out_port: OFPP_ANY,
-            out_group: OFPG_ANY,
-            flags: 0,
-            matches: Match::default(),
-            instructions: apply(vec![Action::SetField(oxm(Field::InPort, 2))]),
-        })),
-    );
-    match r.as_slice() {
-        [Msg { body: Body::Error { typ, code, .. }, .. }] => {
-            assert_eq!((*typ, *code), (OFPET_BAD_ACTION, OFPBAC_BAD_SET_TYPE))
-        }
-        other => panic!("expected BAD_SET_TYPE, got {other:?}"),
-    }
-}
-
-/// The one error a flow mod got, as (type, code).
-fn refusal(dp: &mut Datapath, fields: Vec<Oxm>, instrs: Vec<Instruction>) -> (u16, u16) {
-    let r = send(
-        dp,
-        Body::FlowMod(Box::new(FlowMod {
-            cookie: 0,
-            cookie_mask: 0,
-            table_id: 0,
-            command: OFPFC_ADD,
-            idle_timeout: 0,
-            hard_timeout: 0,
-            priority: 1,
-            buffer_id: OFP_NO_BUFFER,
-            out_port: OFPP_ANY,
-            out_group: OFPG_ANY,
-            flags: 0,
-            matches: Match { fields },
-            instructions: instrs,
-        })),
-    );
-    match r.as_slice() {
-        [Msg { body: Body::Error { typ, code, .. }, .. }] => (*typ, *code),
-        other => panic!("expected one error, got {other:?}"),
-    }
+    let got = refusal(&mut dp, vec![], apply(vec![Action::SetField(oxm(Field::InPort, 2))]));
+    assert_eq!(got, (OFPET_BAD_ACTION, OFPBAC_BAD_SET_TYPE));
 }
 
 #[test]
