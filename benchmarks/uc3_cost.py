@@ -18,6 +18,15 @@ Two measurements, printed as a table (speed lives here, never in tests):
 
     python -m dcnlab.benchmarks.uc3_cost [--flows 2] [--clients 64] [--interval 0.2]
                                           [--k 8] [--rounds 5]
+
+Measured here (2026-11-23, 2 cores shared with other work): an agent report costs about
+0.48 ms of CPU in a fresh network namespace (``unshare -n``), against about 5 ms when
+each report forked ``ss``; almost all of it is the kernel's inet_diag dump, which walks
+the whole TCP hash table (sized by the machine's memory, shared by every namespace)
+whatever the number of flows.  64 agents every 0.2 s so take about 15 % of one core: the
+10 % goal is not met yet; exporting each socket's figures from the agent's sock_ops
+program through a map would avoid the walk.  An allocation round over 10,000 flows on
+fattree:8 takes about 55 ms, close to the 50 ms default interval.
 """
 
 from __future__ import annotations
