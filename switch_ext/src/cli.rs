@@ -444,8 +444,14 @@ mod tests {
         assert!(e.starts_with("--port '3=s1-eth3,") && e.contains("unknown egress discipline 'red'"), "{e}");
         let e = err("3=s1-eth3,rate=1M,egress=droptail/k=5p");
         assert!(e.contains("egress discipline 'droptail': unknown option 'k' (known: buffer, ecn)"), "{e}");
-        let e = err("3=s1-eth3,ingress=abq/k=20p/mode=ece");
-        assert!(e.starts_with("--port '3=s1-eth3,") && e.contains("unknown ingress discipline 'abq'"), "{e}");
+        let e = err("3=s1-eth3,ingress=fifo/k=20p");
+        assert!(
+            e.starts_with("--port '3=s1-eth3,") && e.contains("unknown ingress discipline 'fifo'"),
+            "{e}"
+        );
+        let e = err("3=s1-eth3,ingress=abq/k=20p/mode=lifo");
+        assert!(e.contains("ingress discipline 'abq': option mode=lifo: expected ece or window"), "{e}");
+        assert!(port("3=s1-eth3,ingress=abq/k=20p/mode=window").is_ok());
         assert!(err("1=a,ingress=abq/k").contains("ingress='abq/k': option 'k' is not KEY=VALUE"));
         assert!(
             err("1=a,rate=1M,buffer=5p,egress=droptail").contains("with egress= give them as its options")
