@@ -649,7 +649,7 @@ impl IngressQdisc for Abq {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::packet::inet_csum;
 
@@ -669,7 +669,14 @@ mod tests {
 
     /// An Ethernet/IPv4/TCP frame from the receiver 10.0.0.2:5001 to the sender
     /// 10.0.0.1:`sport`, padded to the 60-byte Ethernet minimum like a real pure ACK.
-    fn tcp(sport: u16, flags: u16, ack: u32, win: u16, tcp_opts: &[u8], payload: &[u8]) -> Vec<u8> {
+    pub(crate) fn tcp(
+        sport: u16,
+        flags: u16,
+        ack: u32,
+        win: u16,
+        tcp_opts: &[u8],
+        payload: &[u8],
+    ) -> Vec<u8> {
         let (src, dst) = ([10, 0, 0, 2], [10, 0, 0, 1]);
         let mut f = vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 2, 0x08, 0x00];
         let thl = 20 + tcp_opts.len();
@@ -717,7 +724,7 @@ mod tests {
     }
 
     /// (flags, window, checksum stored, checksum from scratch) of a frame built by `tcp`.
-    fn inspect(f: &[u8]) -> (u16, u16, u16, u16) {
+    pub(crate) fn inspect(f: &[u8]) -> (u16, u16, u16, u16) {
         let tot = u16::from_be_bytes([f[16], f[17]]) as usize;
         let seg = &f[34..14 + tot];
         let stored = u16::from_be_bytes([seg[16], seg[17]]);
