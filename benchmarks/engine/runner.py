@@ -30,11 +30,12 @@ import sys
 import time
 import warnings
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dcnlab.hosts import dctcp
 from dcnlab.schemes import registry
 from dcnlab.schemes.base import HostPartsError, HostSession
 
@@ -310,6 +311,15 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
     if scheme.agents not in (None, NO_AGENTS):
         parts = registry.host_parts(str(scheme.agents))
         session = parts.open(scheme.agents_interval or parts.default_interval)
+    congestion = {scheme.congestion, *spec.congestion.values()} - {None}
+    provided = ExitStack()
+    try:
+        provided.enter_context(dctcp.provided(congestion))
+    except dctcp.DctcpError as exc:
+        if session is not None:
+            session.stop(None)
+        state.errors.append(f"scheme {scheme.name}: congestion control: {exc}")
+        raise _Stop from None
     net = Network(topology, app=scheme.app, switch=kind, run_dir=run_dir,
                   app_env={**scheme.env, **(session.app_env() if session else {})},
                   app_args=scheme.app_args, switch_options=options or None,
@@ -321,10 +331,12 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
     except NetworkError as exc:
         if session is not None:
             session.stop(None)
+        provided.close()
         state.errors.append(f"scheme {scheme.name}: the network did not start: {exc}")
         raise _Stop from None
     started: HostSession | None = None
     try:
+        _host_settings(state, net, scheme, congestion)
         if session is not None:
             hosts = tcp_senders([h.name for h in net.spec.hosts], runs)
             state.progress.set_phase(f"{scheme.name}: starting {len(hosts)} "
@@ -352,6 +364,26 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
                 net.stop()
             except NetworkError as exc:
                 state.errors.append(f"scheme {scheme.name}: clean-up: {exc}")
+            finally:
+                try:
+                    provided.close()
+                except dctcp.DctcpError as exc:
+                    state.errors.append(f"scheme {scheme.name}: clean-up: {exc}")
+
+
+def _host_settings(state: _State, net: Any, scheme: Scheme, congestion: set[str]) -> None:
+    """ECN on in every host when a congestion control needs it (dctcp), and the
+    experiment's RTO floor on every host route."""
+    ecn = dctcp.NAME in congestion
+    if not ecn and state.spec.rto_min is None:
+        return
+    command = dctcp.host_commands(ecn=ecn, rto_min=state.spec.rto_min)
+    for h in net.spec.hosts:
+        proc = net.host(h.name).popen(["sh", "-c", command])
+        if proc.wait() != 0:
+            state.errors.append(f"scheme {scheme.name}: host settings in {h.name} failed "
+                                f"({command})")
+            raise _Stop
 
 
 def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
@@ -361,7 +393,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     run_dir = state.out / "runs" / scheme.name / label
     state.progress.set_phase(f"{scheme.name} seed {seed} {spec.sweep} {fmt(value)}")
     endpoints = {h.name: Endpoint(h.name, h.ip, net.host(h.name).popen, spec.agent.port,
-                                  scheme.congestion or spec.congestion_for(h.name),
+                                  dctcp.resolve(scheme.congestion
+                                                or spec.congestion_for(h.name)),
                                   agents.cgroup_procs(h.name) if agents else None)
                  for h in net.spec.hosts}
     marking = spec.marking
