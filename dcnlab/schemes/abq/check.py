@@ -69,7 +69,8 @@ def run_incast(net: Any, receiver: str, senders: list[str], congestion: str | No
     server = net.host(receiver).popen(
         [sys.executable, "-m", "dcnlab.schemes.abq.incast", "serve", "--port", str(PORT),
          "--senders", str(len(senders)), "--size", str(SIZE), "--rounds", str(ROUNDS),
-         "--timeout", str(TIMEOUT)], stdout=-1, text=True)
+         "--timeout", str(TIMEOUT), *(["--congestion", congestion] if congestion else [])],
+        stdout=-1, text=True)
     clients = []
     try:
         assert server.stdout is not None

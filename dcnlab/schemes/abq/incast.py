@@ -1,6 +1,7 @@
 """A synchronized incast for the ``abq`` check, run inside the hosts.
 
-``serve --port P --senders N --size S --rounds R``: accepts N connections; on each,
+``serve --port P --senders N --size S --rounds R [--congestion C]``: accepts N
+connections (congestion control C on the listener, so on them too); on each,
 R times: reads S bytes, answers one byte. Prints ``{"completed": k}`` (k of N x R).
 ``send --to IP --port P --size S --rounds R --start T --interval I [--congestion C]``:
 one connection (congestion control C chosen before connect); round r starts at wall
@@ -18,8 +19,11 @@ import sys
 import time
 
 
-def serve(port: int, senders: int, size: int, rounds: int, timeout: float) -> int:
+def serve(port: int, senders: int, size: int, rounds: int, timeout: float,
+          congestion: str | None) -> int:
     lsock = socket.socket()
+    if congestion:  # accepted sockets inherit it (DCTCP needs both ends: RFC 8257)
+        lsock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, congestion.encode())
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     lsock.bind(("0.0.0.0", port))
     lsock.listen(max(senders, 16))
@@ -96,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--size", type=int, required=True)
     s.add_argument("--rounds", type=int, default=1)
     s.add_argument("--timeout", type=float, default=60.0)
+    s.add_argument("--congestion")
     c = sub.add_parser("send")
     c.add_argument("--to", required=True)
     c.add_argument("--port", type=int, required=True)
@@ -107,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--timeout", type=float, default=30.0)
     a = p.parse_args(argv)
     if a.cmd == "serve":
-        return serve(a.port, a.senders, a.size, a.rounds, a.timeout)
+        return serve(a.port, a.senders, a.size, a.rounds, a.timeout, a.congestion)
     return send(a.to, a.port, a.size, a.rounds, a.start, a.interval, a.congestion, a.timeout)
 
 
