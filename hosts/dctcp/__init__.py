@@ -191,7 +191,8 @@ def host_commands(ecn: bool = True, rto_min: str | None = "10ms") -> str:
         cmds.append("sysctl -qw net.ipv4.tcp_ecn=1")
     if rto_min is not None:
         # Output-only words of `ip route show` are not accepted back by `ip route change`.
-        cmds.append("ip -4 route show | sed -e 's/ linkdown//' -e 's/ rto_min [^ ]*//' | "
+        cmds.append("ip -4 route show | sed -e 's/ linkdown//' "
+                    "-e 's/ rto_min \\(lock \\)\\?[^ ]*//' | "
                     "while read -r r; do ip route change $r rto_min " + rto_min +
                     " || exit 1; done")
     return " && ".join(cmds) if cmds else "true"

@@ -16,6 +16,9 @@ USAGE:
   dcnlab-switch --name NAME [--dpid N] [--controller tcp:HOST:PORT]
                 --port N=IFNAME[,OPTS] [--port ...] [options]
   dcnlab-switch --selftest-encode FILE
+  dcnlab-switch --check --name NAME --port ... [options]
+                           validate the whole command line (port options, queue
+                           disciplines) without opening anything; exit 0 or 2
 
 REQUIRED:
   --name NAME              switch name (OFPMP_DESC dp_desc, logs, stats file)
@@ -85,6 +88,8 @@ pub enum Command {
     Help,
     Version,
     SelftestEncode(String),
+    /// `--check`: the command line was valid; nothing is opened.
+    Check,
 }
 
 fn num(s: &str, what: &str) -> Result<u64, String> {
@@ -276,6 +281,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
     let mut max_backoff_ms = 4000;
     let mut batch = 64;
     let mut verbose = 0;
+    let mut check = false;
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();
@@ -295,6 +301,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
             "-h" | "--help" => return Ok(Command::Help),
             "--version" => return Ok(Command::Version),
             "--selftest-encode" => return Ok(Command::SelftestEncode(val()?)),
+            "--check" => check = true,
             "-v" | "--verbose" => verbose += 1,
             "-vv" => verbose += 2,
             "--name" => {
@@ -367,6 +374,9 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
         if !ifs.insert(p.ifname.clone()) {
             return Err(format!("interface {} given twice", p.ifname));
         }
+    }
+    if check {
+        return Ok(Command::Check);
     }
     Ok(Command::Run(Box::new(Config {
         name,
@@ -458,6 +468,14 @@ mod tests {
         );
         assert!(err("1=a,egress=droptail").contains("egress= needs rate="));
         assert!(err("1=a,rate=1M,egress=droptail,egress=droptail").contains("given twice"));
+    }
+
+    #[test]
+    fn check_validates_everything_and_opens_nothing() {
+        let ok = parse_args(&args("--check --name s1 --port 1=nosuch0,rate=1M,ingress=abq/k=20p"));
+        assert!(matches!(ok, Ok(Command::Check)));
+        let bad = parse_args(&args("--check --name s1 --port 1=nosuch0,rate=1M,ingress=abq/k=lots"));
+        assert!(bad.err().unwrap().contains("ingress discipline 'abq': option k=lots"));
     }
 
     #[test]
