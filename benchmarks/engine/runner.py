@@ -39,7 +39,7 @@ from dcnlab.hosts import dctcp
 from dcnlab.schemes import registry
 from dcnlab.schemes.base import HostPartsError, HostSession
 
-from . import controller_stats, environment, fairness
+from . import controller_stats, environment, fairness, netstats
 from .marking import assign_marks
 from .metrics import size_class
 from .progress import Progress
@@ -97,6 +97,7 @@ class _State:
     progress: Progress
     meta: dict[str, Any]
     controller_csv: CsvAppender  # controller_stats.COLUMNS, one row per run
+    network_csv: CsvAppender | None = None  # netstats.COLUMNS, one row per run
     fairness_csv: CsvAppender | None = None  # fairness.COLUMNS, one row per run
     series_csv: CsvAppender | None = None  # fairness.SERIES_COLUMNS, one row per period
     rows: int = 0
@@ -175,6 +176,7 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
                    if spec.agent.sample_interval > 0 else None, bar, meta,
                    CsvAppender(out / controller_stats.CONTROLLER_CSV,
                                controller_stats.COLUMNS))
+    state.network_csv = CsvAppender(out / netstats.NETWORK_CSV, netstats.COLUMNS)
     if (spec.agent.rx_interval or 0) > 0:
         state.fairness_csv = CsvAppender(out / fairness.FAIRNESS_CSV, fairness.COLUMNS)
         state.series_csv = CsvAppender(out / fairness.SERIES_CSV, fairness.SERIES_COLUMNS)
@@ -190,6 +192,8 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
     finally:
         state.flows_csv.close()
         state.controller_csv.close()
+        if state.network_csv is not None:
+            state.network_csv.close()
         for appender in (state.fairness_csv, state.series_csv):
             if appender is not None:
                 appender.close()
@@ -403,6 +407,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     horizon = max([spec.duration] + [max(f.start, f.stop or 0.0) for f in flows])
     base = state.progress.done
     drops_before = _drops(net)
+    queues_before = _quietly(lambda: netstats.hist_snapshot(net), {})
+    rtos_before = _quietly(lambda: netstats.host_timeouts(net), None)
     app_before = controller_stats.snapshot(net)
     hosts_before = agents.counters(net) if agents else None
     began = time.monotonic()
@@ -419,6 +425,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     elapsed = time.monotonic() - began
     wall_ended = time.time()
     drops_after = _drops(net)
+    queues_after = _quietly(lambda: netstats.hist_snapshot(net, after=wall_ended), {})
+    rtos_after = _quietly(lambda: netstats.host_timeouts(net), None)
     app = controller_stats.run_stats(app_before, controller_stats.snapshot(net),
                                      wall_began, wall_ended, scheme.app)
     state.controller_csv.write([{"scheme": scheme.name, "load": value, "seed": seed, **app}])
@@ -426,6 +434,13 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
                  if agents and hosts_before is not None else {})
     fair = _fairness(state, scheme, seed, value, flows, run_dir, hosts_run)
     rows = flow_rows(spec, scheme.name, seed, value, flows, result)
+    if state.network_csv is not None:
+        dropped = _delta(drops_before, drops_after) or {}
+        state.network_csv.write([netstats.run_row(
+            scheme.name, value, seed, queues_before, queues_after,
+            dropped.get("drops", dropped.get("tx_dropped")),
+            None if rtos_before is None or rtos_after is None else rtos_after - rtos_before,
+            rows)])
     state.rows += state.flows_csv.write(rows)
     not_ok = sum(1 for r in rows if r["status"] != "ok")
     state.not_ok += not_ok
@@ -529,6 +544,14 @@ def _drops(net: Any) -> dict[str, int] | None:
     except Exception:  # noqa: BLE001 - counters are informative, never fatal
         return None
     return totals
+
+
+def _quietly(fn: Any, default: Any) -> Any:
+    """Informative network figures are never fatal to a run."""
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001
+        return default
 
 
 def _delta(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int] | None:
