@@ -7,7 +7,10 @@ scheme and sweep value with 95% intervals and paired ratios to the baseline.
   switch_ext/README.md) are read before and after the run; their difference is the run's
   distribution. The bottleneck is the port with the largest mean Q_out during the run;
   its Q_out mean/p5/p95 and Q_in mean (the frames its ingress discipline held) are
-  reported, in packets. Other switch kinds keep no histograms: those columns stay empty.
+  reported, in packets, over the whole run, and again over the time that port's queue
+  was busy (Q_out > 0; "busy", so idle time between incast rounds does not dilute the
+  figures; Q_in over the same busy time). Other switch kinds keep no histograms: those
+  columns stay empty.
 - Drops: the egress drop counters summed over every switch port.
 - RTOs: ``TcpExtTCPTimeouts`` summed over every host (``/proc/net/netstat`` in each).
 - Goodput: bytes of measured flows completed / (last end - first start), Mbit/s.
@@ -28,10 +31,13 @@ from .table import fmt
 
 NETWORK_CSV = "network.csv"
 COLUMNS = ["scheme", "load", "seed", "bottleneck", "qout_mean", "qout_p5", "qout_p95",
-           "qin_mean", "drops", "rtos", "goodput_mbps", "fct_p1", "fct_p50", "fct_p99"]
+           "qin_mean", "qout_busy_mean", "qout_busy_p5", "qout_busy_p95", "qin_busy_mean",
+           "drops", "rtos", "goodput_mbps", "fct_p1", "fct_p50", "fct_p99"]
 METRICS = COLUMNS[4:]
 LABELS = {"qout_mean": "Q_out mean (pkts)", "qout_p5": "Q_out p5", "qout_p95": "Q_out p95",
-          "qin_mean": "Q_in mean (pkts)", "drops": "drops", "rtos": "RTOs",
+          "qin_mean": "Q_in mean (pkts)", "qout_busy_mean": "busy Q_out mean",
+          "qout_busy_p5": "busy Q_out p5", "qout_busy_p95": "busy Q_out p95",
+          "qin_busy_mean": "busy Q_in mean", "drops": "drops", "rtos": "RTOs",
           "goodput_mbps": "goodput (Mbit/s)", "fct_p1": "FCT p1 (s)",
           "fct_p50": "FCT p50 (s)", "fct_p99": "FCT p99 (s)"}
 
@@ -137,6 +143,15 @@ def run_row(scheme: str, load: float, seed: int,
                                     after[best].get("qin", {})))
         row.update(bottleneck=best, qout_mean=st["mean"], qout_p5=st["p5"],
                    qout_p95=st["p95"], qin_mean=qin["mean"])
+        qout_d = hist_delta((before.get(best) or {}).get("qout", {}),
+                            after[best].get("qout", {}))
+        busy_ns = sum(t for n, t in qout_d.items() if n > 0)
+        busy = hist_stats({n: t for n, t in qout_d.items() if n > 0})
+        qin_d = hist_delta((before.get(best) or {}).get("qin", {}), after[best].get("qin", {}))
+        row.update(qout_busy_mean=busy["mean"], qout_busy_p5=busy["p5"],
+                   qout_busy_p95=busy["p95"],
+                   qin_busy_mean=(sum(n * t for n, t in qin_d.items()) / busy_ns
+                                  if busy_ns and qin_d else math.nan))
     done = [f for f in flows if f.get("measured", True) and f.get("status") == "ok"
             and f.get("fct") is not None]
     fcts = [float(f["fct"]) for f in done]

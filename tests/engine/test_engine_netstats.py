@@ -47,6 +47,8 @@ def test_run_row_picks_the_busiest_port_during_the_run() -> None:
     assert row["fct_p50"] == 1.25
     row = netstats.run_row("x", 10.0, 1, before, {"s1:1": after["s1:1"]}, 0, 0, flows)
     assert (row["bottleneck"], row["qout_mean"], row["qin_mean"]) == ("s1:1", 1.0, 0.5)
+    # Busy time: the 1000 ns at 2; Q_in held 1 for 500 ns of it.
+    assert (row["qout_busy_mean"], row["qout_busy_p95"], row["qin_busy_mean"]) == (2.0, 2.0, 0.5)
 
 
 def test_summary_ratios_and_render() -> None:
