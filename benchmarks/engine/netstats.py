@@ -13,7 +13,9 @@ scheme and sweep value with 95% intervals and paired ratios to the baseline.
   columns stay empty.
 - Drops: the egress drop counters summed over every switch port.
 - RTOs: ``TcpExtTCPTimeouts`` summed over every host (``/proc/net/netstat`` in each).
-- Goodput: bytes of measured flows completed / (last end - first start), Mbit/s.
+- Goodput: per batch of flows scheduled at the same moment (an incast round; a lone
+  flow otherwise), the batch's bytes / (its last end - its first start), averaged over
+  the batches whose flows all completed, Mbit/s.
 - FCT p1/p50/p99 over every measured completed flow, in seconds.
 """
 
@@ -152,16 +154,58 @@ def run_row(scheme: str, load: float, seed: int,
                    qout_busy_p95=busy["p95"],
                    qin_busy_mean=(sum(n * t for n, t in qin_d.items()) / busy_ns
                                   if busy_ns and qin_d else math.nan))
-    done = [f for f in flows if f.get("measured", True) and f.get("status") == "ok"
-            and f.get("fct") is not None]
-    fcts = [float(f["fct"]) for f in done]
-    if done:
-        span = max(float(f["end"]) for f in done) - min(float(f["start"]) for f in done)
-        size = sum(int(f.get("bytes") or f.get("size") or 0) for f in done)
-        row["goodput_mbps"] = size * 8 / span / 1e6 if span > 0 else math.nan
-        row.update(fct_p1=percentile(fcts, 1), fct_p50=percentile(fcts, 50),
-                   fct_p99=percentile(fcts, 99))
+    row.update(flow_columns(flows))
     return row
+
+
+def flow_columns(flows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Goodput and FCT percentiles of a run's flow rows (flows.csv's columns)."""
+    measured = [f for f in flows if f.get("measured", True) in (True, "True", "true", 1)]
+    done = [f for f in measured if f.get("status") == "ok" and _finite(f.get("fct"))]
+    out: dict[str, float] = {"goodput_mbps": math.nan, "fct_p1": math.nan,
+                             "fct_p50": math.nan, "fct_p99": math.nan}
+    if not done:
+        return out
+    fcts = [float(f["fct"]) for f in done]
+    out.update(fct_p1=percentile(fcts, 1), fct_p50=percentile(fcts, 50),
+               fct_p99=percentile(fcts, 99))
+    batches: dict[float, list[Mapping[str, Any]]] = {}
+    for f in measured:
+        batches.setdefault(round(float(f.get("sched") or 0.0), 6), []).append(f)
+    rates = []
+    for members in batches.values():
+        if any(f.get("status") != "ok" or not _finite(f.get("end")) for f in members):
+            continue
+        span = (max(float(f["end"]) for f in members)
+                - min(float(f["start"]) for f in members))
+        size = sum(int(float(f.get("bytes") or f.get("size") or 0)) for f in members)
+        if span > 0:
+            rates.append(size * 8 / span / 1e6)
+    if rates:
+        out["goodput_mbps"] = sum(rates) / len(rates)
+    return out
+
+
+def _finite(v: Any) -> bool:
+    try:
+        return math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def refresh_flow_columns(rows: list[dict[str, Any]], flows: Iterable[Mapping[str, Any]]
+                         ) -> list[dict[str, Any]]:
+    """``rows`` (network.csv) with goodput and FCT recomputed from flows.csv, so a report
+    always uses the current definitions."""
+    by_run: dict[tuple[str, float, int], list[Mapping[str, Any]]] = {}
+    for f in flows:
+        by_run.setdefault((str(f["scheme"]), float(f["load"]), int(float(f["seed"]))),
+                          []).append(f)
+    out = []
+    for r in rows:
+        key = (str(r["scheme"]), float(r["load"]), int(float(r["seed"])))
+        out.append({**r, **flow_columns(by_run.get(key, []))} if key in by_run else dict(r))
+    return out
 
 
 # ---------------------------------------------------------------------------- summary

@@ -63,7 +63,9 @@ def _report_one(out: Path) -> ReportResult:
         baseline = None  # e.g. the experiment stopped before the baseline ran
     summary = summarize(rows, baseline)
     fair_rows, fair_summary, fair_text = _fairness_section(out, schemes, baseline, sweep)
-    net_summary = netstats.summarize(netstats.read_rows(out / netstats.NETWORK_CSV), baseline)
+    net_rows = netstats.refresh_flow_columns(netstats.read_rows(out / netstats.NETWORK_CSV),
+                                             rows)
+    net_summary = netstats.summarize(net_rows, baseline)
     write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS,
               (r.as_dict() for r in [*summary, *fair_summary, *net_summary]))
     name = meta.get("name", out.name)
