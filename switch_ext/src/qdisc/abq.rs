@@ -302,6 +302,38 @@ fn tcp_of(f: &[u8]) -> Option<Tcp> {
     Some(Tcp { flow: FlowKey { src, dst, sport: k.tp_src, dport: k.tp_dst }, l4, flags, payload, wscale })
 }
 
+/// What a quick look at fixed offsets says about a frame (untagged IPv4/IPv6 only).
+enum Quick {
+    NotTcp,
+    Flags(u16),
+    /// Tagged, IPv6 extension headers, too short...: parse it properly.
+    Unknown,
+}
+
+fn quick(f: &[u8]) -> Quick {
+    if f.len() < 14 {
+        return Quick::NotTcp;
+    }
+    match (f[12], f[13]) {
+        (0x08, 0x00) if f.len() >= 34 => {
+            let ihl = (f[14] & 0x0f) as usize * 4;
+            let frag = u16::from_be_bytes([f[20], f[21]]) & 0x1fff;
+            if f[23] != IPPROTO_TCP || frag != 0 {
+                Quick::NotTcp
+            } else if f.len() >= 14 + ihl + 14 {
+                Quick::Flags(u16::from_be_bytes([f[14 + ihl + 12], f[14 + ihl + 13]]) & 0x0fff)
+            } else {
+                Quick::Unknown
+            }
+        }
+        (0x86, 0xdd) if f.len() >= 54 + 14 && f[20] == IPPROTO_TCP => {
+            Quick::Flags(u16::from_be_bytes([f[54 + 12], f[54 + 13]]) & 0x0fff)
+        }
+        (0x81, 0x00) | (0x88, 0xa8) | (0x86, 0xdd) | (0x08, 0x00) => Quick::Unknown,
+        _ => Quick::NotTcp,
+    }
+}
+
 fn is_pure_ack(t: &Tcp) -> bool {
     t.flags & ACK != 0 && t.flags & (SYN | FIN | RST) == 0 && t.payload == 0
 }
@@ -491,9 +523,6 @@ impl Abq {
             return;
         }
         if t.flags & SYN == 0 {
-            if let Some(f) = self.flows.get_mut(&t.flow) {
-                f.last_ns = now_ns;
-            }
             return;
         }
         // SYN-ACK from the receiver: its shift is in effect iff it sent the option (it may
@@ -542,9 +571,17 @@ impl IngressQdisc for Abq {
         }
         let q = self.qlen(ctx.egress);
         self.check_entry(q);
-        // In ece mode an uncongested port needs no parsing at all.
-        if self.state == State::Us && self.cfg.mode == Mode::Ece {
-            return Arrival::Pass(frame);
+        if self.state == State::Us {
+            // Uncongested: ece mode needs no parsing at all; window mode only follows
+            // handshakes and teardowns (a glance at fixed offsets for the common case).
+            if self.cfg.mode == Mode::Ece {
+                return Arrival::Pass(frame);
+            }
+            match quick(&frame) {
+                Quick::NotTcp => return Arrival::Pass(frame),
+                Quick::Flags(fl) if fl & (SYN | FIN | RST) == 0 => return Arrival::Pass(frame),
+                _ => {}
+            }
         }
         let Some(t) = tcp_of(&frame) else { return Arrival::Pass(frame) };
         if self.cfg.mode == Mode::Window {
@@ -554,6 +591,9 @@ impl IngressQdisc for Abq {
             return Arrival::Pass(frame);
         }
         if self.cfg.mode == Mode::Window {
+            if let Some(f) = self.flows.get_mut(&t.flow) {
+                f.last_ns = ctx.now_ns; // recently seen: the last to be forgotten
+            }
             if let Some(i) = self.held.iter().position(|h| h.flow == t.flow) {
                 self.take(i);
                 self.c.superseded += 1;
@@ -970,6 +1010,31 @@ pub(crate) mod tests {
         }
         assert_eq!((c.flows.len(), c.c.flow_evictions), (2, 1));
         assert!(!c.flows.keys().any(|k| k.dport == 1), "the least recently seen flow went");
+    }
+
+    #[test]
+    fn the_quick_look_agrees_with_the_full_parse() {
+        let frames = [
+            ack(1, 1),
+            tcp(1, SYN | ACK, 1, 9, &[1, 3, 3, 7], &[]),
+            tcp(1, ACK | FIN, 1, 9, &[], b"xy"),
+            crate::packet::testpkt::ipv4_udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 0, b"x"),
+        ];
+        for f in &frames {
+            match (quick(f), tcp_of(f)) {
+                (Quick::Flags(fl), Some(t)) => assert_eq!(fl, t.flags),
+                (Quick::NotTcp, None) => {}
+                _ => panic!("quick and full parse disagree on {f:02x?}"),
+            }
+        }
+        // A VLAN tag: left to the full parse.
+        let mut tagged = ack(1, 1);
+        tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+        assert!(matches!(quick(&tagged), Quick::Unknown));
+        // Window mode still learns the scale of a SYN-ACK arriving while uncongested.
+        let mut a = abq("mode=window");
+        a.arrive(synack(1, Some(3)), &ctx(0, 0));
+        assert_eq!(a.flows.values().next().unwrap().shift, Some(3));
     }
 
     #[test]
