@@ -48,6 +48,7 @@ setup(
     package_data={
         "dcnlab.benchmarks": ["experiments/*.yaml", "workloads/*.cdf"],
         "dcnlab.hosts.uc3_agent": ["clamp.bpf.c", "build_bpf.sh", "clamp.bpf.o"],
+        "dcnlab.hosts.dctcp": ["dctcp.bpf.c", "build_bpf.sh", "dctcp.bpf.o"],
     },
     # The .pth runs dcnlab.compat.install() at interpreter start-up (see dcnlab/compat.py).
     data_files=[(_site_packages_rel(), ["dcnlab-compat.pth"])],

@@ -20,6 +20,11 @@ lifecycle does the hosts, the ext kind its own ports, this script the OVS ports)
 - CPU: cores used by the switch processes (ext: every dcnlab-switch; OVS: ovs-vswitchd)
   during the measurement, from /proc/PID/stat.
 
+Kind ``ext+abq`` is ``ext`` with the ABQ ingress discipline on every port, in window
+mode (it parses every frame to track window scales: its most expensive path; without a
+rate no queue forms, so it never holds): ``--kinds ext,ext+abq`` adds an ``abq on/off``
+row, the ratio of the two in the same run (goal >= 0.95).
+
 2 cores run sender, receiver and switch(es) together, so absolute numbers are machine-
 bound; the ratio ext/OVS is the point.  Needs root.  Never runs ``mn``; every network is
 stopped in ``finally`` and only what this script created is removed.
@@ -53,6 +58,8 @@ from dcnlab.topo.spec import (
 )
 
 APP = "ryu.app.simple_switch_13"
+ABQ_KIND = "ext+abq"
+ABQ_SPEC = "abq/k=20p/mode=window"
 TCP_PORT, UDP_PORT = 5201, 5202
 RAMP_SECONDS = 1.0  # UDP: let the sender reach its rate before the counters are read
 
@@ -194,7 +201,11 @@ def _switch_ports_offloads_off(net: Network) -> None:
 
 def run_network(kind: str, n: int, args: argparse.Namespace) -> Result:
     result = Result(kind, n)
-    with Network(line_spec(n), app=APP, switch=kind) as net:
+    spec = line_spec(n)
+    if kind == ABQ_KIND:
+        spec = line_spec(n, LinkParams(ingress_host=ABQ_SPEC, ingress_fabric=ABQ_SPEC))
+        kind = "ext"
+    with Network(spec, app=APP, switch=kind) as net:
         if kind != "ext":
             _switch_ports_offloads_off(net)
         h1, h2 = net.host("h1"), net.host("h2")
@@ -278,6 +289,13 @@ def table(results: Sequence[Result], kinds: Sequence[str]) -> str:
                 rows.append(f"{r.switches:>8}  {kinds[0] + '/' + kinds[1]:<9} "
                             f"{_ratio(base.tcp_mbit, r.tcp_mbit):>10} {'':>6} {'':>6}  "
                             f"{'':>10} {_ratio(base.udp_rx_pps, r.udp_rx_pps):>10}")
+        if r.kind == ABQ_KIND:
+            off = next((x for x in results if x.kind == "ext" and x.switches == r.switches),
+                       None)
+            if off is not None:
+                rows.append(f"{r.switches:>8}  {'abq on/off':<9} "
+                            f"{_ratio(r.tcp_mbit, off.tcp_mbit):>10} {'':>6} {'':>6}  "
+                            f"{'':>10} {_ratio(r.udp_rx_pps, off.udp_rx_pps):>10}")
     return "\n".join(rows)
 
 

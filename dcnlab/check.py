@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from dcnlab.hosts import dctcp
 from dcnlab.schemes import registry
 from dcnlab.schemes.base import CheckContext, HostSession, Scheme, with_topology_options
 from dcnlab.topo.network import Network
@@ -163,9 +164,10 @@ def check(topo: str, app: str, switch: str = "ovs", select_mode: str = "random")
         env.update(session.app_env())
     started = time.time()
     try:
-        with Network(spec, app=registry.app_module(app), switch=switch, app_env=env,
-                     switch_options=options or None,
-                     management=session is not None and session.management) as net:
+        with dctcp.provided([scheme.congestion if scheme else None]), \
+                Network(spec, app=registry.app_module(app), switch=switch, app_env=env,
+                        switch_options=options or None,
+                        management=session is not None and session.management) as net:
             _checks(net, spec, switch, select_mode, result, started, scheme, session)
     finally:
         if session is not None:
@@ -182,10 +184,14 @@ def _checks(net: Network, spec: TopologySpec, switch: str, select_mode: str,
     if loss:
         result.failures.append(f"all-pairs ping lost {loss:.1f}%")
 
+    congestion = scheme.congestion if scheme else None
+    if congestion == dctcp.NAME:  # ECN on in the hosts, as DCTCP expects
+        for h in spec.hosts:
+            net.host(h.name).cmd(dctcp.host_commands(ecn=True, rto_min=None))
     pairs = inter_pod_pairs(spec, 16)
     before = _core_bytes(net, spec)
     t0 = time.time()
-    done = run_transfers(net, pairs, congestion=scheme.congestion if scheme else None)
+    done = run_transfers(net, pairs, congestion=dctcp.resolve(congestion))
     _fresh_stats(net, time.time())
     after = _core_bytes(net, spec)
     result.fields.update(tcp_flows=len(pairs), tcp_completed=done,

@@ -78,4 +78,10 @@ if [ ! -f $bpf/clamp.bpf.o ] || [ $bpf/clamp.bpf.c -nt $bpf/clamp.bpf.o ]; then
   say "building the host agent's BPF program ($bpf/clamp.bpf.o)"
   bash $bpf/build_bpf.sh
 fi
+# -- BPF DCTCP (hosts/dctcp): `congestion: dctcp` on a kernel without the module -----
+bpf=hosts/dctcp
+if [ ! -f $bpf/dctcp.bpf.o ] || [ $bpf/dctcp.bpf.c -nt $bpf/dctcp.bpf.o ]; then
+  say "building the BPF DCTCP ($bpf/dctcp.bpf.o)"
+  sh $bpf/build_bpf.sh
+fi
 say "ready: $VENV/bin/dcnlab"

@@ -544,6 +544,33 @@ def _tail(path: Path, lines: int = 30) -> str:
 # Registration
 
 
+def validate_spec(spec: TopologySpec, extra: Mapping[str, Any]) -> None:
+    """Runs ``dcnlab-switch --check`` on every switch's command line (placeholder
+    interface names), so options the switch refuses (a bad queue discipline, say) fail
+    with the switch's own message before any namespace or interface exists."""
+    options = ExtOptions.from_mapping(extra)
+    binary = find_binary()
+    for sw in spec.switches:
+        ports = []
+        for number, plan in sorted(plan_ports(spec, sw.name).items()):
+            what = f"{sw.name} port {number} -> {plan.peer}"
+            with warnings.catch_warnings():  # the network warns once, when it builds
+                warnings.simplefilter("ignore")
+                opts = port_options(plan.params, plan.peer_is_host, options.fold_host_delay,
+                                    what)
+            ports.append((number, f"check{number}", opts))
+        if not ports:
+            continue
+        cmd = switch_command(binary, sw.name, sw.dpid, None, ports, options, None)
+        r = subprocess.run([*cmd, "--check"], capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            err = r.stderr.strip()
+            message = err.splitlines()[0] if err else f"exit status {r.returncode}"
+            raise ExtSwitchError(f"switch {sw.name}: "
+                                 f"{message.removeprefix('dcnlab-switch: error: ')}")
+
+
+
 def _ext_factory(ctx: SwitchContext) -> type[Switch]:
     options = ExtOptions.from_mapping(ctx.extra)
     binary = find_binary()
@@ -558,5 +585,6 @@ EXT_KIND = register_switch_kind(
     requires=(default_binary(), "ethtool", "tc"),
     install_hint=INSTALL_HINT,
     description="dcnlab-switch (switch_ext): per-packet select groups, link emulation",
+    validate=validate_spec,
     replace=True,  # importing under a second name must not fail
 )

@@ -342,6 +342,8 @@ class Network:
 
     def _start(self) -> None:
         self._ryu_manager = preflight(self.kind)
+        if self.kind.validate is not None:
+            self.kind.validate(self.spec, self.switch_options)
         self._warn_emulation()
         self.prefix, self._reserved = reserve_prefix()
         self._run_dir = self._requested_run_dir or self._reserved

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -74,6 +74,9 @@ class SwitchKind:
     description: str = ""
     requires: tuple[str, ...] = ()  # programs that must be on PATH (checked before start)
     install_hint: str = ""  # how to get them
+    # (topology spec, switch options) -> None; raises on a configuration the switch would
+    # refuse, before anything is built (a namespace, an interface)
+    validate: Callable[[Any, Mapping[str, Any]], None] | None = None
 
     def missing_programs(self) -> list[str]:
         return [program for program in self.requires if shutil.which(program) is None]
@@ -92,12 +95,13 @@ _registry: dict[str, SwitchKind] = {}
 def register_switch_kind(name: str, factory: SwitchFactory, *, needs_ovs: bool = False,
                          emulates_links: bool = False, description: str = "",
                          requires: tuple[str, ...] = (), install_hint: str = "",
+                         validate: Callable[[Any, Mapping[str, Any]], None] | None = None,
                          replace: bool = False) -> SwitchKind:
     """Make ``name`` usable as ``Network(switch=name)``; returns the registered kind."""
     if name in _registry and not replace:
         raise SwitchKindError(f"switch kind {name!r} is already registered")
     kind = SwitchKind(name, factory, needs_ovs, emulates_links, description, tuple(requires),
-                      install_hint)
+                      install_hint, validate)
     _registry[name] = kind
     return kind
 

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import controller_stats, fairness, plots
+from . import controller_stats, fairness, netstats, plots
 from .metrics import SummaryRow, summarize
 from .results import (
     FLOWS_CSV,
@@ -63,8 +63,11 @@ def _report_one(out: Path) -> ReportResult:
         baseline = None  # e.g. the experiment stopped before the baseline ran
     summary = summarize(rows, baseline)
     fair_rows, fair_summary, fair_text = _fairness_section(out, schemes, baseline, sweep)
+    net_rows = netstats.refresh_flow_columns(netstats.read_rows(out / netstats.NETWORK_CSV),
+                                             rows)
+    net_summary = netstats.summarize(net_rows, baseline)
     write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS,
-              (r.as_dict() for r in [*summary, *fair_summary]))
+              (r.as_dict() for r in [*summary, *fair_summary, *net_summary]))
     name = meta.get("name", out.name)
     if meta.get("scenario"):
         name += f" / {meta['scenario']}"
@@ -77,6 +80,9 @@ def _report_one(out: Path) -> ReportResult:
         table += "\n" + controller
     if fair_text:
         table += "\n" + fair_text
+    net_text = netstats.render(net_summary, schemes, baseline, sweep)
+    if net_text:
+        table += "\n" + net_text
     (out / SUMMARY_TXT).write_text(table)
     files = [out / SUMMARY_CSV, out / SUMMARY_TXT]
     files += plots.render_all(rows, summary, out / PLOTS_DIR, sweep, schemes)

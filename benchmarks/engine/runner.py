@@ -37,15 +37,16 @@ import sys
 import time
 import warnings
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dcnlab.hosts import dctcp
 from dcnlab.schemes import registry
 from dcnlab.schemes.base import HostPartsError, HostSession
 
-from . import controller_stats, environment, fairness
+from . import controller_stats, environment, fairness, netstats
 from .marking import assign_marks
 from .metrics import size_class
 from .progress import Progress
@@ -103,6 +104,7 @@ class _State:
     progress: Progress
     meta: dict[str, Any]
     controller_csv: CsvAppender  # controller_stats.COLUMNS, one row per run
+    network_csv: CsvAppender | None = None  # netstats.COLUMNS, one row per run
     fairness_csv: CsvAppender | None = None  # fairness.COLUMNS, one row per run
     series_csv: CsvAppender | None = None  # fairness.SERIES_COLUMNS, one row per period
     rows: int = 0
@@ -207,6 +209,7 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
                    if spec.agent.sample_interval > 0 else None, bar, meta,
                    CsvAppender(out / controller_stats.CONTROLLER_CSV,
                                controller_stats.COLUMNS))
+    state.network_csv = CsvAppender(out / netstats.NETWORK_CSV, netstats.COLUMNS)
     if (spec.agent.rx_interval or 0) > 0:
         state.fairness_csv = CsvAppender(out / fairness.FAIRNESS_CSV, fairness.COLUMNS)
         state.series_csv = CsvAppender(out / fairness.SERIES_CSV, fairness.SERIES_COLUMNS)
@@ -227,6 +230,8 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
             state.flows_csv.write(_not_run_rows(state, workloads, reason))
         state.flows_csv.close()
         state.controller_csv.close()
+        if state.network_csv is not None:
+            state.network_csv.close()
         for appender in (state.fairness_csv, state.series_csv):
             if appender is not None:
                 appender.close()
@@ -351,6 +356,15 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
     if scheme.agents not in (None, NO_AGENTS):
         parts = registry.host_parts(str(scheme.agents))
         session = parts.open(scheme.agents_interval or parts.default_interval)
+    congestion = {scheme.congestion, *spec.congestion.values()} - {None}
+    provided = ExitStack()
+    try:
+        provided.enter_context(dctcp.provided(congestion))
+    except dctcp.DctcpError as exc:
+        if session is not None:
+            session.stop(None)
+        state.errors.append(f"scheme {scheme.name}: congestion control: {exc}")
+        raise _Stop from None
     net = Network(topology, app=scheme.app, switch=kind, run_dir=run_dir,
                   app_env={**scheme.env, **(session.app_env() if session else {})},
                   app_args=scheme.app_args, switch_options=options or None,
@@ -362,10 +376,12 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
     except NetworkError as exc:
         if session is not None:
             session.stop(None)
+        provided.close()
         state.errors.append(f"scheme {scheme.name}: the network did not start: {exc}")
         raise _Stop from None
     started: HostSession | None = None
     try:
+        _host_settings(state, net, scheme, congestion)
         if session is not None:
             hosts = tcp_senders([h.name for h in net.spec.hosts], runs)
             state.progress.set_phase(f"{scheme.name}: starting {len(hosts)} "
@@ -394,6 +410,26 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
                 net.stop()
             except NetworkError as exc:
                 state.errors.append(f"scheme {scheme.name}: clean-up: {exc}")
+            finally:
+                try:
+                    provided.close()
+                except dctcp.DctcpError as exc:
+                    state.errors.append(f"scheme {scheme.name}: clean-up: {exc}")
+
+
+def _host_settings(state: _State, net: Any, scheme: Scheme, congestion: set[str]) -> None:
+    """ECN on in every host when a congestion control needs it (dctcp), and the
+    experiment's RTO floor on every host route."""
+    ecn = dctcp.NAME in congestion
+    if not ecn and state.spec.rto_min is None:
+        return
+    command = dctcp.host_commands(ecn=ecn, rto_min=state.spec.rto_min)
+    for h in net.spec.hosts:
+        proc = net.host(h.name).popen(["sh", "-c", command])
+        if proc.wait() != 0:
+            state.errors.append(f"scheme {scheme.name}: host settings in {h.name} failed "
+                                f"({command})")
+            raise _Stop
 
 
 def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
@@ -403,7 +439,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     run_dir = state.out / "runs" / scheme.name / label
     state.progress.set_phase(f"{scheme.name} seed {seed} {spec.sweep} {fmt(value)}")
     endpoints = {h.name: Endpoint(h.name, h.ip, net.host(h.name).popen, spec.agent.port,
-                                  scheme.congestion or spec.congestion_for(h.name),
+                                  dctcp.resolve(scheme.congestion
+                                                or spec.congestion_for(h.name)),
                                   agents.cgroup_procs(h.name) if agents else None)
                  for h in net.spec.hosts}
     marking = spec.marking
@@ -412,6 +449,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     horizon = max([spec.duration] + [max(f.start, f.stop or 0.0) for f in flows])
     base = state.progress.done
     drops_before = _drops(net)
+    queues_before = _quietly(lambda: netstats.hist_snapshot(net), {})
+    rtos_before = _quietly(lambda: netstats.host_timeouts(net), None)
     app_before = controller_stats.snapshot(net)
     hosts_before = agents.counters(net) if agents else None
     began = time.monotonic()
@@ -428,6 +467,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     elapsed = time.monotonic() - began
     wall_ended = time.time()
     drops_after = _drops(net)
+    queues_after = _quietly(lambda: netstats.hist_snapshot(net, after=wall_ended), {})
+    rtos_after = _quietly(lambda: netstats.host_timeouts(net), None)
     app = controller_stats.run_stats(app_before, controller_stats.snapshot(net),
                                      wall_began, wall_ended, scheme.app)
     state.controller_csv.write([{"scheme": scheme.name, "load": value, "seed": seed, **app}])
@@ -435,6 +476,13 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
                  if agents and hosts_before is not None else {})
     fair = _fairness(state, scheme, seed, value, flows, run_dir, hosts_run)
     rows = flow_rows(spec, scheme.name, seed, value, flows, result)
+    if state.network_csv is not None:
+        dropped = _delta(drops_before, drops_after) or {}
+        state.network_csv.write([netstats.run_row(
+            scheme.name, value, seed, queues_before, queues_after,
+            dropped.get("drops", dropped.get("tx_dropped")),
+            None if rtos_before is None or rtos_after is None else rtos_after - rtos_before,
+            rows)])
     state.rows += state.flows_csv.write(rows)
     state.done.add((scheme.name, seed, value))
     not_ok = sum(1 for r in rows if r["status"] != "ok")
@@ -645,6 +693,14 @@ def _drops(net: Any) -> dict[str, int] | None:
     except Exception:  # noqa: BLE001 - counters are informative, never fatal
         return None
     return totals
+
+
+def _quietly(fn: Any, default: Any) -> Any:
+    """Informative network figures are never fatal to a run."""
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001
+        return default
 
 
 def _delta(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int] | None:

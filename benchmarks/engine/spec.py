@@ -32,7 +32,11 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
         agents_interval: 0.1      #   s, the host agents' report period [the kind's
                                   #   default]
         congestion: dctcp         #   TCP congestion control of this scheme's senders
-                                  #   [the scheme's own, else the experiment's]
+                                  #   [the scheme's own, else the experiment's]; dctcp
+                                  #   works without the kernel module (hosts/dctcp: a
+                                  #   BPF DCTCP registered while the network runs)
+        topology_options: [ecn=40p]   # topology-spec options this scheme's networks
+                                  #   get on top of the experiment's (and its own)
     baseline: ecmp                # [the first scheme of the registry's baseline (ECMP),
                                   #  else the first scheme]
     workload:
@@ -53,6 +57,9 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
               elephant_ports: [30001, 60999], other_ports: [10000, 29999]}
     congestion: cubic             # [cubic] per-host TCP congestion control, or a mapping
                                   #  {default: cubic, h3: reno}; null keeps the host default
+    rto_min: 10ms                 # [null: kernel default] RTO floor on every host route
+                                  #  (ip route ... rto_min); hosts of a scheme using dctcp
+                                  #  also get ECN on (net.ipv4.tcp_ecn=1)
     agent: {port: 5001, sample_interval: 0}   # sample_interval > 0: RTT/cwnd samples
                                   #  rx_interval: receiver bytes per flow every so many s
                                   #  (fairness.csv) [0.1 for longlived, else 0 = off]
@@ -74,6 +81,8 @@ from typing import Any
 
 import yaml
 
+from dcnlab.hosts import dctcp
+from dcnlab.hosts.dctcp import RTO_MIN_RE
 from dcnlab.schemes import registry
 from dcnlab.schemes.base import with_topology_options
 from dcnlab.topo.spec import SpecError, TopologySpec
@@ -130,6 +139,9 @@ class Scheme:
     agents_interval: float | None = schema.field(None, unit="seconds", min=0.01, max=10.0)
     # TCP congestion control of the scheme's senders; None: the experiment's per host.
     congestion: str | None = None
+    # Topology-spec options for this scheme's networks only (after the registered
+    # scheme's own).
+    topology_options: list[str] = schema.field([])
 
 
 @dataclass(frozen=True)
@@ -173,6 +185,7 @@ class ExperimentSpec:
     marking: Marking
     congestion: dict[str, str | None]  # host name or "default" -> algorithm
     agent: AgentOptions
+    rto_min: str | None = None  # e.g. "10ms": RTO floor on the hosts' routes
     scenario: str | None = None  # its name, when the file has scenarios
     source: Path | None = None  # the spec file
     raw: dict[str, Any] = field(default_factory=dict)  # the YAML mapping as read
@@ -201,7 +214,7 @@ class ExperimentSpec:
 # Top-level fields and the order they are checked in.
 _TOP = ["name", "topology", "switch", "link", "schemes", "baseline", "workload", "loads",
         "seeds", "duration", "warmup", "cooldown", "drain", "settle", "network", "classes",
-        "marking", "congestion", "agent", "scenarios"]
+        "marking", "congestion", "rto_min", "agent", "scenarios"]
 _NEEDS_DURATION = {"poisson", "longlived"}
 
 
@@ -312,6 +325,12 @@ def parse_spec(data: Any, source: Path | None = None,
     classes = from_mapping(Classes, data.get("classes"), "classes")
     marking = from_mapping(Marking, data.get("marking"), "marking")
     congestion = _congestion(data.get("congestion", "cubic"), topo)
+    rto_min = data.get("rto_min")
+    if rto_min is not None:
+        rto_min = str(rto_min)
+        if not RTO_MIN_RE.match(rto_min):
+            raise SpecFileError("rto_min", f"{rto_min!r}: expected a duration like 10ms, "
+                                "200us or 1s")
     agent = from_mapping(AgentOptions, data.get("agent"), "agent")
     if agent.rx_interval is None:
         agent = replace(agent, rx_interval=RX_INTERVAL_LONGLIVED if wtype == "longlived"
@@ -325,7 +344,7 @@ def parse_spec(data: Any, source: Path | None = None,
         workload_type=wtype, workload=workload, loads=loads, seeds=seeds, duration=duration,
         warmup=warmup, cooldown=cooldown, drain=drain, settle=settle, network=network,
         classes=classes, marking=marking, congestion=congestion, agent=agent,
-        source=source, raw=data)
+        rto_min=rto_min, source=source, raw=data)
     _check_workload(spec, topo, base_dir)
     return spec
 
@@ -435,17 +454,22 @@ def _check_scheme_needs(schemes: list[Scheme], switch: str, topology: str) -> No
     """Each registered scheme's switch kind and topology options, checked up front."""
     for i, scheme in enumerate(schemes):
         known = registry.lookup(scheme.app)
-        if known is None:
-            continue
         where = join("schemes", i)
-        why = known.refuses(scheme.switch or switch)
-        if why is not None:
-            raise SpecFileError(join(where, "switch"), why)
-        try:
-            parse_topology(with_topology_options(topology, known.topology_options))
-        except SpecError as exc:
-            raise SpecFileError(where, f"the topology options of scheme {known.name} "
-                                f"({', '.join(known.topology_options)}): {exc}") from None
+        if known is not None:
+            why = known.refuses(scheme.switch or switch)
+            if why is not None:
+                raise SpecFileError(join(where, "switch"), why)
+            try:
+                parse_topology(with_topology_options(topology, known.topology_options))
+            except SpecError as exc:
+                raise SpecFileError(where, f"the topology options of scheme {known.name} "
+                                    f"({', '.join(known.topology_options)}): {exc}") from None
+        if scheme.topology_options:
+            options = [*(known.topology_options if known else ()), *scheme.topology_options]
+            try:
+                parse_topology(with_topology_options(topology, options))
+            except SpecError as exc:
+                raise SpecFileError(join(where, "topology_options"), str(exc)) from None
 
 
 def _resolve(scheme: Scheme, where: str) -> Scheme:
@@ -484,7 +508,8 @@ def scheme_topology(spec: ExperimentSpec, scheme: Scheme) -> str:
     """The topology spec string of ``scheme``'s networks: the experiment's, plus the
     options its registered scheme adds (a queue discipline, say)."""
     known = registry.lookup(scheme.app)
-    return with_topology_options(spec.topology, known.topology_options if known else ())
+    return with_topology_options(spec.topology, [*(known.topology_options if known else ()),
+                                                 *scheme.topology_options])
 
 
 def _default_name(app: str) -> str:
@@ -561,10 +586,13 @@ def _congestion(value: Any, topo: TopologySpec) -> dict[str, str | None]:
 
 
 def _available_congestion() -> set[str] | None:
+    """The kernel's congestion controls plus those dcnlab provides itself (dctcp as a BPF
+    struct_ops, registered while a network that needs it runs: hosts/dctcp)."""
     try:
-        return set(CONGESTION_FILE.read_text().split())
+        names = set(CONGESTION_FILE.read_text().split())
     except OSError:
         return None
+    return names | dctcp.provides(names)
 
 
 def _check_workload(spec: ExperimentSpec, topo: TopologySpec, base_dir: Path | None) -> None:

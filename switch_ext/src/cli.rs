@@ -16,6 +16,9 @@ USAGE:
   dcnlab-switch --name NAME [--dpid N] [--controller tcp:HOST:PORT]
                 --port N=IFNAME[,OPTS] [--port ...] [options]
   dcnlab-switch --selftest-encode FILE
+  dcnlab-switch --check --name NAME --port ... [options]
+                           validate the whole command line (port options, queue
+                           disciplines) without opening anything; exit 0 or 2
 
 REQUIRED:
   --name NAME              switch name (OFPMP_DESC dp_desc, logs, stats file)
@@ -89,6 +92,8 @@ pub enum Command {
     Help,
     Version,
     SelftestEncode(String),
+    /// `--check`: the command line was valid; nothing is opened.
+    Check,
 }
 
 fn num(s: &str, what: &str) -> Result<u64, String> {
@@ -281,6 +286,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
     let mut max_flows = None;
     let mut batch = 64;
     let mut verbose = 0;
+    let mut check = false;
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();
@@ -300,6 +306,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
             "-h" | "--help" => return Ok(Command::Help),
             "--version" => return Ok(Command::Version),
             "--selftest-encode" => return Ok(Command::SelftestEncode(val()?)),
+            "--check" => check = true,
             "-v" | "--verbose" => verbose += 1,
             "-vv" => verbose += 2,
             "--name" => {
@@ -380,6 +387,9 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
             return Err(format!("interface {} given twice", p.ifname));
         }
     }
+    if check {
+        return Ok(Command::Check);
+    }
     Ok(Command::Run(Box::new(Config {
         name,
         dpid,
@@ -457,14 +467,28 @@ mod tests {
         assert!(e.starts_with("--port '3=s1-eth3,") && e.contains("unknown egress discipline 'red'"), "{e}");
         let e = err("3=s1-eth3,rate=1M,egress=droptail/k=5p");
         assert!(e.contains("egress discipline 'droptail': unknown option 'k' (known: buffer, ecn)"), "{e}");
-        let e = err("3=s1-eth3,ingress=abq/k=20p/mode=ece");
-        assert!(e.starts_with("--port '3=s1-eth3,") && e.contains("unknown ingress discipline 'abq'"), "{e}");
+        let e = err("3=s1-eth3,ingress=fifo/k=20p");
+        assert!(
+            e.starts_with("--port '3=s1-eth3,") && e.contains("unknown ingress discipline 'fifo'"),
+            "{e}"
+        );
+        let e = err("3=s1-eth3,ingress=abq/k=20p/mode=lifo");
+        assert!(e.contains("ingress discipline 'abq': option mode=lifo: expected ece or window"), "{e}");
+        assert!(port("3=s1-eth3,ingress=abq/k=20p/mode=window").is_ok());
         assert!(err("1=a,ingress=abq/k").contains("ingress='abq/k': option 'k' is not KEY=VALUE"));
         assert!(
             err("1=a,rate=1M,buffer=5p,egress=droptail").contains("with egress= give them as its options")
         );
         assert!(err("1=a,egress=droptail").contains("egress= needs rate="));
         assert!(err("1=a,rate=1M,egress=droptail,egress=droptail").contains("given twice"));
+    }
+
+    #[test]
+    fn check_validates_everything_and_opens_nothing() {
+        let ok = parse_args(&args("--check --name s1 --port 1=nosuch0,rate=1M,ingress=abq/k=20p"));
+        assert!(matches!(ok, Ok(Command::Check)));
+        let bad = parse_args(&args("--check --name s1 --port 1=nosuch0,rate=1M,ingress=abq/k=lots"));
+        assert!(bad.err().unwrap().contains("ingress discipline 'abq': option k=lots"));
     }
 
     #[test]

@@ -178,6 +178,47 @@ pub struct Datapath {
     rng: Rng,
     macs: HashMap<[u8; 6], (u32, u64)>,
     pub packet_ins_dropped: u64,
+    /// Run-time ingress-discipline requests (experimenter SET_PORT_ABQ), validated on the
+    /// wire here and applied by the owner of the port queues ([`crate::ports::Ports`]).
+    pub ingress_ctl: Vec<IngressControl>,
+}
+
+/// A request to reconfigure (or install) the ingress discipline `name` of `port_no`
+/// (`OFPP_ALL`: every port that has one of that name) with `options`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngressControl {
+    pub xid: u32,
+    pub port_no: u32,
+    pub name: &'static str,
+    pub options: Vec<(String, String)>,
+    /// The request as received, echoed in an OFPT_ERROR if applying it fails.
+    pub raw: Vec<u8>,
+}
+
+/// Decodes the SET_PORT_ABQ body (12 bytes, big-endian: `uint32 port_no; uint8 enable;
+/// uint8 mode; uint8 k_unit; uint8 pad; uint32 k`) into a port and `abq` options.
+pub fn decode_set_port_abq(data: &[u8]) -> Result<(u32, Vec<(String, String)>), OfpErr> {
+    if data.len() != 12 {
+        return Err(brc(OFPBRC_BAD_LEN));
+    }
+    let port_no = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
+    let (enable, mode, unit) = (data[4], data[5], data[6]);
+    let k = u32::from_be_bytes([data[8], data[9], data[10], data[11]]);
+    if enable > 1 || mode > 2 || unit > 2 || data[7] != 0 || (unit != 0 && k == 0) {
+        return Err(brc(OFPBRC_EPERM));
+    }
+    let mut o = vec![("enable".to_string(), enable.to_string())];
+    match mode {
+        1 => o.push(("mode".into(), "ece".into())),
+        2 => o.push(("mode".into(), "window".into())),
+        _ => {}
+    }
+    match unit {
+        1 => o.push(("k".into(), format!("{k}p"))),
+        2 => o.push(("k".into(), format!("{k}b"))),
+        _ => {}
+    }
+    Ok((port_no, o))
 }
 
 fn fmf(code: u16) -> OfpErr {
@@ -219,6 +260,7 @@ impl Datapath {
             generation_id: None,
             macs: HashMap::new(),
             packet_ins_dropped: 0,
+            ingress_ctl: Vec::new(),
         }
     }
 
@@ -294,7 +336,7 @@ impl Datapath {
             Body::EchoRequest(d) => self.reply(xid, Body::EchoReply(d)),
             Body::EchoReply(_) | Body::Error { .. } => {}
             Body::Experimenter { experimenter, exp_type, data } => {
-                self.experimenter(xid, experimenter, exp_type, &data)?
+                self.experimenter(xid, experimenter, exp_type, &data, raw)?
             }
             Body::FeaturesRequest => self.reply(
                 xid,
@@ -385,6 +427,7 @@ impl Datapath {
         experimenter: u32,
         exp_type: u32,
         data: &[u8],
+        raw: &[u8],
     ) -> Result<(), OfpErr> {
         if experimenter != DCNLAB_EXPERIMENTER_ID {
             return Err(brc(OFPBRC_BAD_EXPERIMENTER));
@@ -428,6 +471,20 @@ impl Datapath {
                         data: d,
                     },
                 );
+                Ok(())
+            }
+            DCNLAB_SET_PORT_ABQ => {
+                let (port_no, options) = decode_set_port_abq(data)?;
+                if port_no != OFPP_ALL && !self.ports.contains_key(&port_no) {
+                    return Err(OfpErr::new(OFPET_PORT_MOD_FAILED, OFPPMFC_BAD_PORT));
+                }
+                self.ingress_ctl.push(IngressControl {
+                    xid,
+                    port_no,
+                    name: "abq",
+                    options,
+                    raw: raw.to_vec(),
+                });
                 Ok(())
             }
             _ => Err(brc(OFPBRC_BAD_EXP_TYPE)),

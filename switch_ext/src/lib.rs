@@ -2,7 +2,8 @@
 //!
 //! Module map: [`ofp`] wire codec, [`packet`] frame parsing and rewrites, [`flow`] flow
 //! tables, [`group`] groups and select modes, [`datapath`] the I/O-free switch logic,
-//! [`linkem`] egress link emulation, [`qdisc`] queue disciplines, [`ports`] a frame's
+//! [`linkem`] egress link emulation, [`qdisc`] queue disciplines, [`qhist`] time-weighted
+//! queue-length histograms, [`ports`] a frame's
 //! path through a port's queues, [`conn`] controller channel, [`sys`] Linux syscalls,
 //! [`switch`] the event loop, [`cli`] command line, [`selftest`] encoder samples.
 
@@ -16,6 +17,7 @@ pub mod ofp;
 pub mod packet;
 pub mod ports;
 pub mod qdisc;
+pub mod qhist;
 pub mod selftest;
 pub mod switch;
 pub mod sys;

@@ -27,6 +27,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use crate::group::Rng;
 pub use crate::qdisc::Admit as Enqueue;
 use crate::qdisc::{EgressQdisc, QueueLen};
+use crate::qhist::TimeHist;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkParams {
@@ -95,6 +96,8 @@ pub struct Egress {
     seq: u64,
     changes: u64,
     pub stats: EgressStats,
+    /// Time-weighted histogram of the buffer's length (frames), updated at every change.
+    pub qhist: TimeHist,
 }
 
 impl Egress {
@@ -110,6 +113,7 @@ impl Egress {
             seq: 0,
             changes: 0,
             stats: EgressStats::default(),
+            qhist: TimeHist::new(),
         }
     }
 
@@ -178,6 +182,7 @@ impl Egress {
             self.buffer_bytes += len;
             self.buffer.push_back(Queued { finish_ns: finish, frame });
             self.changes += 1;
+            self.qhist.set(now_ns, self.buffer.len());
             self.stats.peak_pkts = self.stats.peak_pkts.max(self.buffer.len());
             self.stats.peak_bytes = self.stats.peak_bytes.max(self.buffer_bytes);
         }
@@ -214,6 +219,8 @@ impl Egress {
             let q = self.buffer.pop_front().expect("front");
             self.buffer_bytes -= q.frame.len();
             self.changes += 1;
+            // The frame left when its serialization ended, not when we noticed.
+            self.qhist.set(q.finish_ns, self.buffer.len());
             self.propagate(q.finish_ns, q.frame, rng);
         }
         self.release(now_ns, due);

@@ -18,6 +18,7 @@ fn main() -> ExitCode {
             print!("{}", cli::USAGE);
             ExitCode::SUCCESS
         }
+        Command::Check => ExitCode::SUCCESS,
         Command::Version => {
             println!("dcnlab-switch {VERSION}");
             ExitCode::SUCCESS

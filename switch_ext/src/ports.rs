@@ -10,6 +10,7 @@ use crate::datapath::Datapath;
 use crate::group::Rng;
 use crate::linkem::{Egress, Enqueue};
 use crate::qdisc::{Arrival, IngressCtx, IngressQdisc};
+use crate::qhist::TimeHist;
 
 /// One port's queues.
 pub struct PortQueues {
@@ -20,11 +21,14 @@ pub struct PortQueues {
     pub tx: Vec<Vec<u8>>,
     /// `egress.changes()` when the ingress discipline last saw the queue.
     ingress_seen: u64,
+    /// Time-weighted histogram of the frames the ingress discipline holds (Q_in), updated
+    /// after every call into it (the only times it changes).
+    pub qin_hist: TimeHist,
 }
 
 impl PortQueues {
     pub fn new(port_no: u32, egress: Egress, ingress: Option<Box<dyn IngressQdisc>>) -> PortQueues {
-        PortQueues { port_no, egress, ingress, tx: Vec::new(), ingress_seen: 0 }
+        PortQueues { port_no, egress, ingress, tx: Vec::new(), ingress_seen: 0, qin_hist: TimeHist::new() }
     }
 
     fn ingress_ctx(&self, now_ns: u64) -> IngressCtx {
@@ -36,6 +40,12 @@ impl PortQueues {
         self.ingress.as_ref().is_some_and(|q| {
             self.egress.changes() != self.ingress_seen || q.next_deadline().is_some_and(|d| d <= now_ns)
         })
+    }
+
+    fn note_qin(&mut self, now_ns: u64) {
+        if let Some(q) = &self.ingress {
+            self.qin_hist.set(now_ns, q.held().pkts);
+        }
     }
 
     /// When this port next needs [`Ports::service`].
@@ -94,16 +104,20 @@ impl Ports {
         let ctx = q.ingress_ctx(now_ns);
         let frame = match q.ingress.as_mut() {
             None => frame,
-            Some(ing) => match ing.arrive(frame, &ctx) {
-                Arrival::Pass(f) => f,
-                Arrival::Held => return,
-                Arrival::Dropped => {
-                    if let Some(p) = dp.ports.get_mut(&port_no) {
-                        p.counters.rx_dropped += 1;
+            Some(ing) => {
+                let a = ing.arrive(frame, &ctx);
+                q.note_qin(now_ns);
+                match a {
+                    Arrival::Pass(f) => f,
+                    Arrival::Held => return,
+                    Arrival::Dropped => {
+                        if let Some(p) = dp.ports.get_mut(&port_no) {
+                            p.counters.rx_dropped += 1;
+                        }
+                        return;
                     }
-                    return;
                 }
-            },
+            }
         };
         process(dp, port_no, frame, now_ns);
     }
@@ -158,6 +172,7 @@ impl Ports {
                 if let Some(q) = p.ingress.as_mut() {
                     q.wake(&ctx, &mut released);
                 }
+                p.note_qin(now_ns);
                 let port_no = p.port_no;
                 for f in released {
                     process(dp, port_no, f, now_ns);
@@ -168,6 +183,56 @@ impl Ports {
                 break;
             }
         }
+    }
+
+    /// Applies a run-time ingress-discipline request: reconfigures the port's discipline
+    /// (which must be the one named), or installs one built from the options on a port
+    /// without any. Frames it releases enter the pipeline. `OFPP_ALL`: every port whose
+    /// discipline has that name. The error says why (the caller turns it into OFPT_ERROR).
+    pub fn control_ingress(
+        &mut self,
+        dp: &mut Datapath,
+        req: &crate::datapath::IngressControl,
+        now_ns: u64,
+    ) -> Result<(), String> {
+        let all = req.port_no == crate::ofp::consts::OFPP_ALL;
+        let targets: Vec<usize> = if all {
+            (0..self.queues.len())
+                .filter(|&i| self.queues[i].ingress.as_ref().is_some_and(|q| q.kind() == req.name))
+                .collect()
+        } else {
+            let i = *self.index.get(&req.port_no).ok_or_else(|| format!("no port {}", req.port_no))?;
+            vec![i]
+        };
+        for i in targets {
+            let p = &mut self.queues[i];
+            let ctx = p.ingress_ctx(now_ns);
+            let mut released = Vec::new();
+            match p.ingress.as_mut() {
+                Some(q) if q.kind() != req.name => {
+                    return Err(format!(
+                        "port {} has ingress discipline '{}', not '{}'",
+                        p.port_no,
+                        q.kind(),
+                        req.name
+                    ))
+                }
+                Some(q) => q.control(&req.options, &ctx, &mut released)?,
+                None => {
+                    let spec =
+                        crate::qdisc::QdiscSpec { name: req.name.to_string(), options: req.options.clone() };
+                    p.ingress = Some(crate::qdisc::build_ingress(&spec)?);
+                    p.ingress_seen = p.egress.changes();
+                }
+            }
+            p.note_qin(now_ns);
+            let port_no = p.port_no;
+            for f in released {
+                process(dp, port_no, f, now_ns);
+            }
+            self.route_outputs(dp, now_ns);
+        }
+        Ok(())
     }
 
     /// The earliest deadline of any port (egress departure or ingress wake-up).
@@ -296,5 +361,78 @@ mod tests {
         assert_eq!(sent(&mut ports, 1), vec![(7, 0xee)]);
         let c = ports.queues[0].ingress.as_ref().unwrap().counters();
         assert_eq!(c, vec![("passed", 0), ("released", 1), ("drops", 1)]);
+    }
+
+    fn counter(ports: &Ports, i: usize, name: &str) -> u64 {
+        let c = ports.queues[i].ingress.as_ref().unwrap().counters();
+        c.iter().find(|(k, _)| *k == name).unwrap().1
+    }
+
+    #[test]
+    fn abq_holds_acks_while_its_egress_is_above_k_with_exact_queue_histograms() {
+        use crate::qdisc::abq::tests::{inspect, tcp};
+        // Port 1 at 8 Mbit/s: a 1000-byte frame takes 1 ms.
+        let (mut dp, mut ports) = setup(8_000_000, Gate::new(1, MS, 8));
+        ports.queues[0].ingress = Some(
+            crate::qdisc::abq::build(&[("k".into(), "2p".into()), ("hold".into(), "10ms".into())]).unwrap(),
+        );
+        let big = ipv4_udp([10, 0, 0, 2], [10, 0, 0, 1], 3, 4, 0, &[0u8; 958]);
+        for _ in 0..4 {
+            ports.receive(&mut dp, 1, big.clone(), 0);
+        }
+        ports.route_outputs(&mut dp, 0);
+        ports.service(&mut dp, 0);
+        assert_eq!(ports.queues[0].egress.qlen_pkts(), 4);
+        // A pure ACK from the receiver on port 1: Q_out = 4 > K = 2, held.
+        let ack = tcp(9, 0x10, 77, 500, &[], &[]);
+        ports.receive(&mut dp, 0, ack.clone(), 0);
+        ports.service(&mut dp, 0);
+        assert!(ports.queues[1].tx.is_empty());
+        ports.service(&mut dp, MS); // Q_out 3
+        assert!(ports.queues[1].tx.is_empty());
+        ports.service(&mut dp, 2 * MS); // Q_out 2 = X: released with ECE, out of port 2
+        let out = std::mem::take(&mut ports.queues[1].tx);
+        assert_eq!(out.len(), 1);
+        assert_eq!(inspect(&out[0]).0, 0x10 | 0x40);
+        assert_eq!(inspect(&out[0]).2, inspect(&out[0]).3);
+        ports.service(&mut dp, 4 * MS);
+        let qout = ports.queues[0].egress.qhist.summary();
+        // 4, 3, 2, 1 frames for 1 ms each.
+        assert_eq!((qout.total_ns, qout.p5, qout.p95, qout.max), (4 * MS, 1, 4, 4));
+        assert!((qout.mean - 2.5).abs() < 1e-9);
+        ports.queues[0].qin_hist.advance(4 * MS);
+        let qin = ports.queues[0].qin_hist.summary();
+        assert_eq!((qin.total_ns, qin.max), (4 * MS, 1));
+        assert!((qin.mean - 0.5).abs() < 1e-9, "held 1 ACK for 2 of 4 ms");
+        assert_eq!((counter(&ports, 0, "acks_held"), counter(&ports, 0, "released")), (1, 1));
+    }
+
+    #[test]
+    fn ingress_control_reconfigures_installs_and_refuses() {
+        use crate::datapath::IngressControl;
+        let (mut dp, mut ports) = setup(8_000_000, Gate::new(1, MS, 8));
+        ports.queues[0].ingress = Some(crate::qdisc::abq::build(&[]).unwrap());
+        let req = |port_no: u32, opts: &[(&str, &str)]| IngressControl {
+            xid: 1,
+            port_no,
+            name: "abq",
+            options: opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            raw: vec![],
+        };
+        ports.control_ingress(&mut dp, &req(1, &[("k", "7p")]), 0).unwrap();
+        assert_eq!(counter(&ports, 0, "k"), 7);
+        // Port 2 has none: one is installed with the options.
+        ports.control_ingress(&mut dp, &req(2, &[("enable", "1"), ("k", "9p")]), 0).unwrap();
+        assert_eq!(counter(&ports, 1, "k"), 9);
+        // OFPP_ALL reaches both.
+        ports.control_ingress(&mut dp, &req(crate::ofp::consts::OFPP_ALL, &[("k", "3p")]), 0).unwrap();
+        assert_eq!((counter(&ports, 0, "k"), counter(&ports, 1, "k")), (3, 3));
+        let e = ports.control_ingress(&mut dp, &req(1, &[("k", "0p")]), 0).unwrap_err();
+        assert_eq!(e, "option k=0p: must be at least 1");
+        assert_eq!(counter(&ports, 0, "k"), 3, "a refused request changes nothing");
+        ports.queues[0].ingress = Some(Box::new(Gate::new(1, MS, 8)));
+        let e = ports.control_ingress(&mut dp, &req(1, &[("k", "3p")]), 0).unwrap_err();
+        assert_eq!(e, "port 1 has ingress discipline 'gate', not 'abq'");
+        assert!(ports.control_ingress(&mut dp, &req(5, &[]), 0).is_err());
     }
 }

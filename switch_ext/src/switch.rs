@@ -386,6 +386,13 @@ impl Switch {
                         }
                         // Packet-outs produce frames; route them in order with replies.
                         self.route_outputs(now);
+                        for req in std::mem::take(&mut self.dp.ingress_ctl) {
+                            if let Err(e) = self.queues.control_ingress(&mut self.dp, &req, now) {
+                                log!(self, 1, "ingress control on port {}: {e}", req.port_no);
+                                let err = OfpErr::new(OFPET_BAD_REQUEST, OFPBRC_EPERM);
+                                self.dp.ctrl.push(error_msg(req.xid, err, &req.raw));
+                            }
+                        }
                     }
                 }
             }
@@ -442,6 +449,14 @@ impl Switch {
                 s.push(',');
             }
             let egress = qdisc::counters_json(q.egress.qdisc.kind(), &q.egress.qdisc.counters());
+            q.egress.qhist.advance(now);
+            let qout = q.egress.qhist.json();
+            let qin = if q.ingress.is_some() {
+                q.qin_hist.advance(now);
+                q.qin_hist.json()
+            } else {
+                "null".to_string()
+            };
             let ingress = match &q.ingress {
                 None => "null".to_string(),
                 Some(ing) => {
@@ -454,7 +469,7 @@ impl Switch {
             s.push_str(&format!(
                 "{{\"port\":{},\"name\":\"{}\",\"up\":{},\"qlen\":{},\"qlen_bytes\":{},\"qlen_max\":{},\"qlen_bytes_max\":{},\"in_flight\":{},\
                  \"rx_packets\":{},\"rx_bytes\":{},\"tx_packets\":{},\"tx_bytes\":{},\"drops\":{},\"tx_dropped\":{},\"ce_marks\":{},\"rx_errors\":{},\
-                 \"rx_dropped\":{},\"egress\":{},\"ingress\":{}}}",
+                 \"rx_dropped\":{},\"egress\":{},\"ingress\":{},\"qout\":{},\"qin\":{}}}",
                 p.port_no,
                 json_escape(&p.ifname),
                 up,
@@ -473,7 +488,9 @@ impl Switch {
                 c.rx_errors,
                 c.rx_dropped,
                 egress,
-                ingress
+                ingress,
+                qout,
+                qin
             ));
         }
         s.push_str("]}\n");

@@ -95,6 +95,10 @@ def test_defaults_and_short_forms() -> None:
     ({"congestion": "vegas-ish"}, "congestion.default", "not available"),
     ({"congestion": {"h77": "reno"}}, "congestion.h77", "host"),
     ({"agent": {"port": 0}}, "agent.port", ">= 1"),
+    ({"rto_min": "10"}, "rto_min", "duration like 10ms"),
+    ({"rto_min": "ten ms"}, "rto_min", "duration like 10ms"),
+    ({"schemes": [{"app": "ryu.app.simple_switch_13", "topology_options": ["ecn=lots"]}]},
+     "schemes[0].topology_options", "ecn"),
     ({"agent": {"rx_interval": "fast"}}, "agent.rx_interval", "time in seconds"),
     ({"agent": {"rx_interval": 0.001}}, "agent.rx_interval", "shorter than"),
     ({"schemes": [{"app": "ryu.app.simple_switch_13", "agents": "uc4"}]},
@@ -111,6 +115,36 @@ def test_bad_fields_are_named(changes: dict[str, Any], field: str, words: str) -
     assert error.field == field
     assert str(error).startswith(f"{field}: ")
     assert words in str(error)
+
+
+def test_per_scheme_topology_options_and_rto_min() -> None:
+    from dcnlab.benchmarks.engine.spec import scheme_topology
+    spec = parse_spec(_spec(rto_min="10ms", schemes=[
+        "ryu.app.simple_switch_13",
+        {"name": "marked", "app": "ryu.app.simple_switch_13", "topology_options": "ecn=40p"}]))
+    assert spec.rto_min == "10ms"
+    assert [scheme_topology(spec, s) for s in spec.schemes] == [
+        "spineleaf:1,2,4,rate=10M", "spineleaf:1,2,4,rate=10M,ecn=40p"]
+    assert parse_spec(_spec()).rto_min is None
+
+
+def test_dctcp_is_provided_without_the_kernel_module(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    from dcnlab.benchmarks.engine import spec as spec_module
+    from dcnlab.hosts import dctcp
+    fake = tmp_path / "available"
+    fake.write_text("reno cubic\n")
+    monkeypatch.setattr(spec_module, "CONGESTION_FILE", fake)
+    obj = tmp_path / "dctcp.bpf.o"
+    monkeypatch.setattr(dctcp, "OBJECT", obj)
+    assert _error(_spec(congestion="dctcp")).field == "congestion.default"  # not built
+    obj.write_bytes(b"")
+    assert parse_spec(_spec(congestion="dctcp")).congestion_for("h1") == "dctcp"
+    monkeypatch.setattr(dctcp, "AVAILABLE_FILE", fake)
+    assert dctcp.resolve("dctcp") == "dcnlab_dctcp" and dctcp.resolve("cubic") == "cubic"
+    fake.write_text("reno cubic dctcp\n")  # a kernel with its own: used as is
+    assert dctcp.resolve("dctcp") == "dctcp"
+    assert dctcp.provides({"dctcp"}) == set()
 
 
 def test_scenarios_name_their_fields() -> None:

@@ -23,11 +23,26 @@ from ryu.ofproto import ofproto_protocol
 from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
 
+from dcnlab.apps.abq import set_port_abq_body
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 OUT = os.path.join(ROOT, "switch_ext", "tests", "vectors", "of13.json")
 
 DCNLAB_EXPERIMENTER = 0x00DC0001
+
+# (vector name, set_port_abq_body keyword arguments)
+ABQ_BODIES = [
+    ("exp_abq_port2_ece_20p", {"port_no": 2, "enable": True, "mode": "ece", "k": "20p"}),
+    ("exp_abq_all_window_30000b", {"mode": "window", "k": "30000b"}),
+    ("exp_abq_port1_off_keep", {"port_no": 1, "enable": False}),
+]
+ABQ_BAD_BODIES = [
+    ("exp_abq_bad_len", struct.pack("!IB3x", 1, 1)),
+    ("exp_abq_bad_mode", struct.pack("!IBBBxI", 1, 1, 3, 1, 20)),
+    ("exp_abq_bad_zero_k", struct.pack("!IBBBxI", 1, 1, 1, 1, 0)),
+    ("exp_abq_bad_port", struct.pack("!IBBBxI", 9, 1, 1, 1, 20)),
+]
 DP = ofproto_protocol.ProtocolDesc(version=ofp.OFP_VERSION)
 
 IP = {"eth_type": 0x0800}
@@ -423,6 +438,14 @@ def messages():
         True,
     )
     yield "exp_unknown", parser.OFPExperimenter(DP, 0x2320, 1, b""), False
+
+    # SET_PORT_ABQ bodies from the app's own encoder (apps/abq.py); switch_ext/tests/
+    # vectors.rs decodes each and checks the options it yields.
+    for name, kw in ABQ_BODIES:
+        body = set_port_abq_body(**kw)
+        yield name, parser.OFPExperimenter(DP, DCNLAB_EXPERIMENTER, 4, body), True
+    for name, body in ABQ_BAD_BODIES:
+        yield name, parser.OFPExperimenter(DP, DCNLAB_EXPERIMENTER, 4, body), False
 
     yield "group_delete_all", parser.OFPGroupMod(DP, ofp.OFPGC_DELETE, 0, ofp.OFPG_ALL), True
 

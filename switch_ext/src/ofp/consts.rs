@@ -266,3 +266,5 @@ pub const DCNLAB_EXPERIMENTER_ID: u32 = 0x00dc_0001;
 pub const DCNLAB_SET_GROUP_SELECT_MODE: u32 = 1;
 pub const DCNLAB_GET_GROUP_SELECT_MODE: u32 = 2;
 pub const DCNLAB_GROUP_SELECT_MODE_REPLY: u32 = 3;
+/// Configure the ABQ ingress discipline of a port (switch_ext/README.md).
+pub const DCNLAB_SET_PORT_ABQ: u32 = 4;

@@ -23,6 +23,7 @@
 //! port and direction. Adding a discipline = one file here plus one registry line
 //! (switch_ext/README.md, "How to add a queue discipline").
 
+pub mod abq;
 pub mod droptail;
 
 use std::fmt;
@@ -89,6 +90,17 @@ pub trait IngressQdisc {
     fn held(&self) -> QueueLen;
     /// Cumulative counters, in a stable order, for the stats file.
     fn counters(&self) -> Vec<(&'static str, u64)>;
+    /// Reconfigures the discipline at run time (the OpenFlow experimenter message) with
+    /// options in the syntax of its constructor. Must validate everything before changing
+    /// anything; may release held frames into `release`. Default: not supported.
+    fn control(
+        &mut self,
+        _opts: &[(String, String)],
+        _ctx: &IngressCtx,
+        _release: &mut Vec<Vec<u8>>,
+    ) -> Result<(), String> {
+        Err(format!("ingress discipline '{}' has no run-time control", self.kind()))
+    }
 }
 
 /// A discipline by name with its options, as written on the command line:
@@ -152,9 +164,9 @@ pub type IngressCtor = Ctor<dyn IngressQdisc>;
 /// Egress disciplines by name. The first is the default.
 pub const EGRESS: &[(&str, EgressCtor)] = &[(droptail::NAME, droptail::build)];
 
-/// Ingress disciplines by name (none built in yet; a port has no ingress discipline
-/// unless `ingress=` names one).
-pub const INGRESS: &[(&str, IngressCtor)] = &[];
+/// Ingress disciplines by name (a port has no ingress discipline unless `ingress=` names
+/// one).
+pub const INGRESS: &[(&str, IngressCtor)] = &[(abq::NAME, abq::build)];
 
 fn lookup<C: Copy>(table: &[(&str, C)], dir: &str, name: &str) -> Result<C, String> {
     table.iter().find(|(n, _)| *n == name).map(|(_, c)| *c).ok_or_else(|| {
@@ -330,8 +342,9 @@ mod tests {
         assert!(msg.contains("unknown egress discipline 'red'") && msg.contains("droptail"), "{msg}");
         let msg = e(build_egress(&QdiscSpec::parse("droptail/k=5p").unwrap()));
         assert!(msg.contains("egress discipline 'droptail'") && msg.contains("unknown option 'k'"), "{msg}");
-        let msg = build_ingress(&QdiscSpec::parse("abq/k=20p").unwrap()).err().expect("refused");
-        assert!(msg.contains("unknown ingress discipline 'abq' (known: none)"), "{msg}");
+        let msg = build_ingress(&QdiscSpec::parse("red/k=20p").unwrap()).err().expect("refused");
+        assert!(msg.contains("unknown ingress discipline 'red' (known: abq)"), "{msg}");
+        assert_eq!(build_ingress(&QdiscSpec::parse("abq/k=20p").unwrap()).unwrap().kind(), "abq");
         assert_eq!(build_egress(&QdiscSpec::parse("droptail").unwrap()).unwrap().kind(), "droptail");
     }
 

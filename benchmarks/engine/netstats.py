@@ -1,0 +1,278 @@
+"""Per-run figures taken from the network rather than from the flows: the bottleneck
+queue (exact time-weighted histograms kept by switch_ext), drops, host RTOs, goodput
+and FCT percentiles over all flows, one row per run in ``network.csv``; summarized per
+scheme and sweep value with 95% intervals and paired ratios to the baseline.
+
+- Queues: every ext switch port's cumulative ``qout``/``qin`` histograms (stats file,
+  switch_ext/README.md) are read before and after the run; their difference is the run's
+  distribution. The bottleneck is the port with the largest mean Q_out during the run;
+  its Q_out mean/p5/p95 and Q_in mean (the frames its ingress discipline held) are
+  reported, in packets, over the whole run, and again over the time that port's queue
+  was busy (Q_out > 0; "busy", so idle time between incast rounds does not dilute the
+  figures; Q_in over the same busy time). Other switch kinds keep no histograms: those
+  columns stay empty.
+- Drops: the egress drop counters summed over every switch port.
+- RTOs: ``TcpExtTCPTimeouts`` summed over every host (``/proc/net/netstat`` in each).
+- Goodput: per batch of flows scheduled at the same moment (an incast round; a lone
+  flow otherwise), the batch's bytes / (its last end - its first start), averaged over
+  the batches whose flows all completed, Mbit/s.
+- FCT p1/p50/p99 over every measured completed flow, in seconds.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .metrics import SummaryRow, mean_ci, percentile, ratio_ci
+from .table import fmt
+
+NETWORK_CSV = "network.csv"
+COLUMNS = ["scheme", "load", "seed", "bottleneck", "qout_mean", "qout_p5", "qout_p95",
+           "qin_mean", "qout_busy_mean", "qout_busy_p5", "qout_busy_p95", "qin_busy_mean",
+           "drops", "rtos", "goodput_mbps", "fct_p1", "fct_p50", "fct_p99"]
+METRICS = COLUMNS[4:]
+LABELS = {"qout_mean": "Q_out mean (pkts)", "qout_p5": "Q_out p5", "qout_p95": "Q_out p95",
+          "qin_mean": "Q_in mean (pkts)", "qout_busy_mean": "busy Q_out mean",
+          "qout_busy_p5": "busy Q_out p5", "qout_busy_p95": "busy Q_out p95",
+          "qin_busy_mean": "busy Q_in mean", "drops": "drops", "rtos": "RTOs",
+          "goodput_mbps": "goodput (Mbit/s)", "fct_p1": "FCT p1 (s)",
+          "fct_p50": "FCT p50 (s)", "fct_p99": "FCT p99 (s)"}
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def hist_snapshot(net: Any, after: float | None = None, timeout: float = 3.0
+                  ) -> dict[str, dict[str, dict[int, int]]]:
+    """``{"s1:2": {"qout": {len: ns}, "qin": {...}}}`` from every switch's last stats
+    line (written after wall time ``after``, when given); empty for switches that keep
+    no histograms."""
+    out: dict[str, dict[str, dict[int, int]]] = {}
+    for sw in net.spec.switches:
+        node = net.switch(sw.name)
+        stats = getattr(node, "stats", None)
+        if stats is None:
+            continue
+        deadline = time.time() + timeout
+        line = stats() or {}
+        while after is not None and line.get("ts", 0) <= after and time.time() < deadline:
+            time.sleep(0.05)
+            line = stats() or {}
+        for p in line.get("ports", []):
+            entry = {}
+            for key in ("qout", "qin"):
+                h = p.get(key)
+                if isinstance(h, dict) and isinstance(h.get("hist"), list):
+                    entry[key] = {int(n): int(t) for n, t in h["hist"]}
+            if entry:
+                out[f"{sw.name}:{p.get('port')}"] = entry
+    return out
+
+
+def host_timeouts(net: Any) -> int | None:
+    """TcpExtTCPTimeouts summed over the hosts (None if unreadable)."""
+    total = 0
+    for h in net.spec.hosts:
+        text = net.host(h.name).cmd("cat /proc/net/netstat")
+        value = parse_netstat(text).get("TcpExt", {}).get("TCPTimeouts")
+        if value is None:
+            return None
+        total += value
+    return total
+
+
+def parse_netstat(text: str) -> dict[str, dict[str, int]]:
+    """``/proc/net/netstat``: header/value line pairs per group."""
+    out: dict[str, dict[str, int]] = {}
+    lines = [ln.split() for ln in text.splitlines() if ":" in ln]
+    for head, vals in zip(lines[::2], lines[1::2], strict=False):
+        if head and vals and head[0] == vals[0]:
+            try:
+                out[head[0].rstrip(":")] = dict(zip(head[1:], map(int, vals[1:]), strict=False))
+            except ValueError:
+                continue
+    return out
+
+
+# ---------------------------------------------------------------------------- per run
+
+
+def hist_delta(before: Mapping[int, int], after: Mapping[int, int]) -> dict[int, int]:
+    return {n: t - before.get(n, 0) for n, t in after.items() if t - before.get(n, 0) > 0}
+
+
+def hist_stats(h: Mapping[int, int]) -> dict[str, float]:
+    """Time-weighted mean and p5/p95 (smallest length at or above which... see
+    switch_ext: the smallest L the queue was at or below for that share of the time)."""
+    total = sum(h.values())
+    if total <= 0:
+        return {"mean": math.nan, "p5": math.nan, "p95": math.nan}
+    mean = sum(n * t for n, t in h.items()) / total
+
+    def q(share: float) -> float:
+        acc, want = 0, max(1, math.ceil(share * total))
+        for n in sorted(h):
+            acc += h[n]
+            if acc >= want:
+                return float(n)
+        return float(max(h))
+
+    return {"mean": mean, "p5": q(0.05), "p95": q(0.95)}
+
+
+def run_row(scheme: str, load: float, seed: int,
+            before: Mapping[str, Mapping[str, Mapping[int, int]]],
+            after: Mapping[str, Mapping[str, Mapping[int, int]]],
+            drops: int | None, rtos: int | None, flows: Iterable[Mapping[str, Any]]
+            ) -> dict[str, Any]:
+    row: dict[str, Any] = {"scheme": scheme, "load": load, "seed": seed, "bottleneck": "",
+                           "drops": drops, "rtos": rtos}
+    best, best_mean = None, -1.0
+    for port, hs in after.items():
+        d = hist_delta((before.get(port) or {}).get("qout", {}), hs.get("qout", {}))
+        st = hist_stats(d)
+        if math.isfinite(st["mean"]) and st["mean"] > best_mean:
+            best, best_mean = port, st["mean"]
+    if best is not None:
+        st = hist_stats(hist_delta((before.get(best) or {}).get("qout", {}),
+                                   after[best].get("qout", {})))
+        qin = hist_stats(hist_delta((before.get(best) or {}).get("qin", {}),
+                                    after[best].get("qin", {})))
+        row.update(bottleneck=best, qout_mean=st["mean"], qout_p5=st["p5"],
+                   qout_p95=st["p95"], qin_mean=qin["mean"])
+        qout_d = hist_delta((before.get(best) or {}).get("qout", {}),
+                            after[best].get("qout", {}))
+        busy_ns = sum(t for n, t in qout_d.items() if n > 0)
+        busy = hist_stats({n: t for n, t in qout_d.items() if n > 0})
+        qin_d = hist_delta((before.get(best) or {}).get("qin", {}), after[best].get("qin", {}))
+        row.update(qout_busy_mean=busy["mean"], qout_busy_p5=busy["p5"],
+                   qout_busy_p95=busy["p95"],
+                   qin_busy_mean=(sum(n * t for n, t in qin_d.items()) / busy_ns
+                                  if busy_ns and qin_d else math.nan))
+    row.update(flow_columns(flows))
+    return row
+
+
+def flow_columns(flows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Goodput and FCT percentiles of a run's flow rows (flows.csv's columns)."""
+    measured = [f for f in flows if f.get("measured", True) in (True, "True", "true", 1)]
+    done = [f for f in measured if f.get("status") == "ok" and _finite(f.get("fct"))]
+    out: dict[str, float] = {"goodput_mbps": math.nan, "fct_p1": math.nan,
+                             "fct_p50": math.nan, "fct_p99": math.nan}
+    if not done:
+        return out
+    fcts = [float(f["fct"]) for f in done]
+    out.update(fct_p1=percentile(fcts, 1), fct_p50=percentile(fcts, 50),
+               fct_p99=percentile(fcts, 99))
+    batches: dict[float, list[Mapping[str, Any]]] = {}
+    for f in measured:
+        batches.setdefault(round(float(f.get("sched") or 0.0), 6), []).append(f)
+    rates = []
+    for members in batches.values():
+        if any(f.get("status") != "ok" or not _finite(f.get("end")) for f in members):
+            continue
+        span = (max(float(f["end"]) for f in members)
+                - min(float(f["start"]) for f in members))
+        size = sum(int(float(f.get("bytes") or f.get("size") or 0)) for f in members)
+        if span > 0:
+            rates.append(size * 8 / span / 1e6)
+    if rates:
+        out["goodput_mbps"] = sum(rates) / len(rates)
+    return out
+
+
+def _finite(v: Any) -> bool:
+    try:
+        return math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def refresh_flow_columns(rows: list[dict[str, Any]], flows: Iterable[Mapping[str, Any]]
+                         ) -> list[dict[str, Any]]:
+    """``rows`` (network.csv) with goodput and FCT recomputed from flows.csv, so a report
+    always uses the current definitions."""
+    by_run: dict[tuple[str, float, int], list[Mapping[str, Any]]] = {}
+    for f in flows:
+        by_run.setdefault((str(f["scheme"]), float(f["load"]), int(float(f["seed"]))),
+                          []).append(f)
+    out = []
+    for r in rows:
+        key = (str(r["scheme"]), float(r["load"]), int(float(r["seed"])))
+        out.append({**r, **flow_columns(by_run.get(key, []))} if key in by_run else dict(r))
+    return out
+
+
+# ---------------------------------------------------------------------------- summary
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _number(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None) -> list[SummaryRow]:
+    runs = {(str(r["scheme"]), float(r["load"]), int(float(r["seed"]))): r for r in rows}
+    schemes = list(dict.fromkeys(k[0] for k in runs))
+    out = []
+    for load in sorted({k[1] for k in runs}):
+        for scheme in schemes:
+            seeds = sorted(s for (sc, ld, s) in runs if sc == scheme and ld == load)
+            for metric in METRICS:
+                values = {s: _number(runs[(scheme, load, s)].get(metric)) for s in seeds}
+                finite = [v for v in values.values() if math.isfinite(v)]
+                if not finite:
+                    continue
+                m, ci = mean_ci(finite)
+                ratios = []
+                for s, v in values.items():
+                    base = _number((runs.get((baseline, load, s)) or {}).get(metric))
+                    if math.isfinite(base) and base > 0 and math.isfinite(v) and v >= 0:
+                        ratios.append(max(v, 1e-12) / base)
+                ratio, low, high = ratio_ci(ratios) if baseline else (math.nan,) * 3
+                out.append(SummaryRow(scheme, load, metric, "net", len(finite), m, ci,
+                                      ratio, low, high))
+    return out
+
+
+def render(summary: list[SummaryRow], schemes: list[str], baseline: str | None,
+           sweep: str) -> str:
+    """One block per sweep value: a row per metric, a column per scheme (mean ± CI,
+    and the ratio to the baseline in brackets)."""
+    if not summary:
+        return ""
+    by = {(r.scheme, r.load, r.metric): r for r in summary}
+    lines = [f"network (bottleneck queue from the switch's histograms; ratio to "
+             f"{baseline or '-'} in brackets)"]
+    for load in sorted({r.load for r in summary}):
+        lines.append(f"  {sweep} {fmt(load)}")
+        present = [s for s in schemes if any(r.scheme == s and r.load == load
+                                             for r in summary)]
+        lines.append("    " + f"{'':20}" + "".join(f"{s:>26}" for s in present))
+        for metric in METRICS:
+            cells = []
+            for s in present:
+                r = by.get((s, load, metric))
+                if r is None:
+                    cells.append(f"{'-':>26}")
+                    continue
+                text = f"{r.mean:.3g}" + (f"±{r.ci:.2g}" if math.isfinite(r.ci) else "")
+                if math.isfinite(r.ratio):
+                    text += f" [{r.ratio:.2f}]"
+                cells.append(f"{text:>26}")
+            lines.append("    " + f"{LABELS[metric]:20}" + "".join(cells))
+    return "\n".join(lines) + "\n"
