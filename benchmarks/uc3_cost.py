@@ -3,13 +3,11 @@
 Two measurements, printed as a table (speed lives here, never in tests):
 
 1. **Agent, per report**: what one report costs an agent in CPU time: reading the flows
-   of its cgroup (sock_diag, in-process), turning them into samples and encoding the
-   signed report.  Measured in this process with ``--flows`` open loopback TCP
-   connections (the agent's cgroup holds a client's flows; a host namespace has few other
-   sockets: run it in such a namespace, e.g. ``unshare -n`` with ``ip link set lo up``,
-   for a host's view; in a busy namespace the dump covers every socket there).  From it:
-   the share of one core that ``--clients`` agents take at ``--interval`` (the goal:
-   below 10 % at 64 clients and 0.2 s reports).
+   of its cgroup from its BPF program's map, turning them into samples and encoding the
+   signed report.  Measured with the agent's real program loaded (root: a cgroup and a
+   sock_ops attachment) and this process in its cgroup with ``--flows`` loopback TCP
+   connections.  From it: the share of one core that ``--clients`` agents take at
+   ``--interval`` (the goal: below 10 % at 64 clients and 0.2 s reports).
 2. **Controller, per allocation round**: fair shares at each flow's bottleneck, EMA,
    reallocation and BDP windows (:class:`~dcnlab.schemes.uc3.alloc.Allocator`) for
    10 .. 10,000 synthetic flows between random hosts of a fat-tree view, each on one of
@@ -19,32 +17,34 @@ Two measurements, printed as a table (speed lives here, never in tests):
     python -m dcnlab.benchmarks.uc3_cost [--flows 2] [--clients 64] [--interval 0.2]
                                           [--k 8] [--rounds 5]
 
-Measured here (2026-11-23, 2 cores shared with other work): an agent report costs about
-0.48 ms of CPU in a fresh network namespace (``unshare -n``), against about 5 ms when
-each report forked ``ss``; almost all of it is the kernel's inet_diag dump, which walks
-the whole TCP hash table (sized by the machine's memory, shared by every namespace)
-whatever the number of flows.  64 agents every 0.2 s so take about 15 % of one core: the
-10 % goal is not met yet; exporting each socket's figures from the agent's sock_ops
-program through a map would avoid the walk.  An allocation round over 10,000 flows on
+How agents read flows, measured here (2026-11-23, 2 cores shared with other work), CPU
+per report: forking ``ss -tin`` about 5 ms; an in-process sock_diag dump about 0.48 ms
+(almost all of it the kernel walking the whole TCP hash table, sized by the machine's
+memory, whatever the number of flows); the program's map, which is what the agent reads
+now: see the first line this prints.  An allocation round over 10,000 flows on
 fattree:8 takes about 55 ms, close to the 50 ms default interval.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import shutil
 import socket
 import statistics
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import networkx as nx
 
 from dcnlab.controller.view import NetworkView
 from dcnlab.hosts.uc3_agent import protocol as proto
+from dcnlab.hosts.uc3_agent.bpf import ClampProgram
 from dcnlab.hosts.uc3_agent.flows import FlowSampler
-from dcnlab.hosts.uc3_agent.sockdiag import FlowReader
 from dcnlab.schemes.uc3.alloc import Allocator, AllocConfig, FlowInput
 from dcnlab.topo.spec import parse
 
@@ -72,21 +72,36 @@ def loopback_flows(n: int) -> Iterator[list[socket.socket]]:
         server.close()
 
 
-def agent_report_cpu(flows: int, reports: int = 200) -> float:
-    """CPU seconds one report costs: read, sample, encode (median of ``reports``)."""
-    reader, sampler = FlowReader(None), FlowSampler()
+@contextmanager
+def in_agent_cgroup() -> Iterator[ClampProgram]:
+    """The agent's BPF program loaded on a cgroup of its own, with this process in it
+    (so the sockets it opens next are the cgroup's flows); all undone on exit."""
+    work = Path(tempfile.mkdtemp(prefix="dcnlab-uc3cost-"))
+    program = ClampProgram(f"cost-{os.getpid()}", work)
+    try:
+        with program.member():
+            yield program
+    finally:
+        program.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def agent_report_cpu(flows: int, reports: int = 200) -> tuple[float, int]:
+    """CPU seconds one report costs (read the map, sample, encode; median of
+    ``reports``) and how many flows a report held."""
+    sampler = FlowSampler()
     key = proto.Keys.derive(b"k" * 32, proto.identity("127.0.0.1", 6690)).a2c
     session = proto.session_context(proto.new_nonce(), proto.new_nonce())
-    costs = []
-    with loopback_flows(flows):
+    costs, seen = [], 0
+    with in_agent_cgroup() as program, loopback_flows(flows):
         for seq in range(2, reports + 2):
             t0 = time.process_time()
-            stats = sampler.sample(reader.read(), {})
+            stats = sampler.sample(program.flow_samples(), {})
             proto.encode({"type": "report", "seq": seq,
                           "flows": [s.to_dict() for s in stats]}, key, session)
             costs.append(time.process_time() - t0)
-    reader.close()
-    return statistics.median(costs)
+            seen = len(stats)
+    return statistics.median(costs), seen
 
 
 def synthetic_flows(view: NetworkView, n: int, seed: int = 1) -> dict[int, FlowInput]:
@@ -129,9 +144,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
 
-    per_report = agent_report_cpu(args.flows)
+    per_report, seen = agent_report_cpu(args.flows)
     share = args.clients * per_report / args.interval
-    print(f"agent: {per_report * 1e3:.3f} ms CPU per report with {args.flows} flow(s); "
+    print(f"agent: {per_report * 1e3:.3f} ms CPU per report of {seen} flow(s); "
           f"{args.clients} agents every {args.interval:g} s take {share:.1%} of one core "
           f"(goal < {AGENT_GOAL:.0%}: {'met' if share < AGENT_GOAL else 'NOT met'})")
 

@@ -35,7 +35,6 @@ from typing import Any
 from . import protocol as proto
 from .bpf import ClampProgram, Tuple4
 from .flows import FlowSampler
-from .sockdiag import FlowReader, SockDiagError
 
 log = logging.getLogger("dcnlab.agent")
 
@@ -94,7 +93,6 @@ class Agent:
         self.over_cap = 0  # connections closed at once: MAX_CONNECTIONS were open
         self.conns: set[_Conn] = set()
         self.sampler = FlowSampler()
-        self.flows: FlowReader | None = None
         self._server: asyncio.base_events.Server | None = None
 
     # -- lifecycle ---------------------------------------------------------
@@ -105,8 +103,6 @@ class Agent:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         if self.program is None:
             self.program = ClampProgram(self.tag, self.work_dir)
-        # In-process sock_diag, only the flows of our cgroup: no `ss` fork per report.
-        self.flows = FlowReader(self.program.cgroup)
         try:
             self._server = await asyncio.start_server(self._serve, self.cfg.listen, self.cfg.port)
             log.info("agent %s listening on %s:%d, cgroup %s", self.name, self.cfg.listen,
@@ -122,7 +118,6 @@ class Agent:
             for conn in list(self.conns):
                 conn.writer.close()
             self.program.close(grace_s=0.2)
-            self.flows.close()
             self.clamps.clear()
             self._write_state(stopped=True)
             if created:  # leave nothing behind that this run made
@@ -136,12 +131,10 @@ class Agent:
             log.warning("controller silent for %.1f s: removing %d clamp(s) (fail open)",
                         now - self.last_controller, len(self.clamps))
             self._clear()
-        assert self.flows is not None
-        try:
-            flows = [f for f in self.flows.read() if f.flow.lport != self.cfg.port]
-        except SockDiagError as exc:
-            log.warning("reading flows failed: %s", exc)
-            flows = []
+        # The program keeps every flow of our cgroup in a map (and only those): no fork
+        # of `ss`, no dump of every socket on the machine.
+        assert self.program is not None
+        flows = [f for f in self.program.flow_samples() if f.flow.lport != self.cfg.port]
         stats = self.sampler.sample(flows, self.clamps, now)
         for conn in list(self.conns):
             if conn.authenticated:

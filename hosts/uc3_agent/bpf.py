@@ -26,6 +26,7 @@ import socket
 import struct
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,7 @@ PREBUILT = HERE / "clamp.bpf.o"
 
 KEY = struct.Struct("=I16s16sHH")  # struct flow_key
 VALUE = struct.Struct("=IIQ")  # struct clamp_val
+FLOW_VALUE = struct.Struct("=IIIIQIIQ")  # struct flow_val
 STAT_NAMES = ("applied", "lifted", "errors")
 
 
@@ -67,6 +69,40 @@ class Tuple4:
         family = socket.AF_INET if lip.version == 4 else socket.AF_INET6
         return KEY.pack(family, lip.packed.ljust(16, b"\0"), rip.packed.ljust(16, b"\0"),
                         self.lport, self.rport)
+
+    @classmethod
+    def from_key(cls, raw: bytes) -> Tuple4 | None:
+        """The flow of a ``struct flow_key``; None for a family it does not know."""
+        family, laddr, raddr, lport, rport = KEY.unpack(raw)
+        if family == socket.AF_INET:
+            local, remote = ipaddress.IPv4Address(laddr[:4]), ipaddress.IPv4Address(raddr[:4])
+        elif family == socket.AF_INET6:
+            local, remote = ipaddress.IPv6Address(laddr), ipaddress.IPv6Address(raddr)
+        else:
+            return None
+        return cls(str(local), lport, str(remote), rport)
+
+
+@dataclass(frozen=True)
+class FlowSample:
+    """One TCP flow as the kernel reports it (tcp_info, or the program's map), at one
+    instant."""
+
+    flow: Tuple4
+    rtt_us: float
+    mss: int
+    cwnd: int
+    delivery_bps: float
+    bytes_acked: int
+
+
+def flow_sample(flow: Tuple4, raw: bytes) -> FlowSample:
+    """A ``struct flow_val`` as the agent reports it: delivery rate from the last rate
+    sample (packets over an interval) times the MSS."""
+    srtt_us, mss, cwnd, _pad, acked, delivered, interval_us, _ns = FLOW_VALUE.unpack(raw)
+    rate = delivered * mss * 8 * 1e6 / interval_us if interval_us else 0.0
+    return FlowSample(flow=flow, rtt_us=float(srtt_us), mss=mss, cwnd=cwnd,
+                      delivery_bps=rate, bytes_acked=acked)
 
 
 # ---------------------------------------------------------------------------
@@ -188,6 +224,7 @@ class ClampProgram:
         self.prog_fd = self._lib.bpf_program__fd(prog) if prog else -1
         self.map_fd = self._map_fd(b"clamps")
         self.stats_fd = self._map_fd(b"stats")
+        self.flows_fd = self._map_fd(b"flows")
         if self.prog_fd < 0:
             raise BpfError("program dcnlab_clamp missing from the object")
 
@@ -254,6 +291,21 @@ class ClampProgram:
         """Move a process into the clamp cgroup (its *future* sockets become clampable)."""
         (self.cgroup / "cgroup.procs").write_text(f"{pid}\n")
 
+    @contextlib.contextmanager
+    def member(self) -> Iterator[None]:
+        """This process in the cgroup for the block (the sockets it opens there are the
+        cgroup's flows), then back in the cgroup it came from, so the program's cgroup
+        can still be removed."""
+        home = next(line.split("::", 1)[1] for line in
+                    Path("/proc/self/cgroup").read_text().splitlines()
+                    if line.startswith("0::"))
+        self.join(os.getpid())
+        try:
+            yield
+        finally:
+            (self.cgroup.parent / home.lstrip("/") / "cgroup.procs").write_text(
+                f"{os.getpid()}\n")
+
     def set(self, flow: Tuple4, window: int, expires_ns: int) -> None:
         if not 1 <= window <= 65535:
             raise BpfError(f"window {window} outside [1, 65535]")
@@ -279,6 +331,21 @@ class ClampProgram:
             if self._lib.bpf_map_lookup_elem(self.map_fd, key, val) == 0:
                 window, _flags, expires = VALUE.unpack(val.raw)
                 out[key.raw] = (window, expires)
+            prev = ctypes.create_string_buffer(key.raw, KEY.size)
+        return out
+
+    def flow_samples(self) -> list[FlowSample]:
+        """Every established flow of the cgroup, as the program last saw it (one map
+        walk: two syscalls per flow, however many sockets the machine has)."""
+        out: list[FlowSample] = []
+        prev = None
+        key = ctypes.create_string_buffer(KEY.size)
+        val = ctypes.create_string_buffer(FLOW_VALUE.size)
+        while self._lib.bpf_map_get_next_key(self.flows_fd, prev, key) == 0:
+            if self._lib.bpf_map_lookup_elem(self.flows_fd, key, val) == 0:
+                flow = Tuple4.from_key(key.raw)
+                if flow is not None:
+                    out.append(flow_sample(flow, val.raw))
             prev = ctypes.create_string_buffer(key.raw, KEY.size)
         return out
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-3-Clause
 /*
- * dcnlab UC3 agent: cap the congestion window of selected TCP flows.
+ * dcnlab UC3 agent: cap the congestion window of selected TCP flows, and keep the
+ * figures the agent reports for every flow of its cgroup.
  *
  * A sock_ops program attached to the agent's cgroup v2.  The agent writes
  * 4-tuple -> (window, lease expiry) into the pinned hash map "clamps"; the program
@@ -58,6 +59,27 @@ struct {
 	__type(key, int);
 	__type(value, struct applied);
 } applied SEC(".maps");
+
+/* Per established socket of the cgroup: what the agent reports, refreshed on every RTT
+ * sample and removed when the socket closes, so a report reads a small map instead of
+ * dumping every TCP socket of the machine.  Python side: struct.pack("=IIIIQIIQ"). */
+struct flow_val {
+	__u32 srtt_us;          /* smoothed RTT, us (the kernel keeps it << 3) */
+	__u32 mss;
+	__u32 cwnd;             /* segments */
+	__u32 pad;
+	__u64 bytes_acked;
+	__u32 rate_delivered;   /* last rate sample: packets delivered ... */
+	__u32 rate_interval_us; /* ... over this many us */
+	__u64 updated_ns;       /* CLOCK_MONOTONIC */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct flow_key);
+	__type(value, struct flow_val);
+} flows SEC(".maps");
 
 /* Counters for the agent's status output: [0] applied, [1] lifted, [2] errors. */
 struct {
@@ -137,6 +159,33 @@ static __always_inline void apply(struct bpf_sock_ops *skops)
 	count(want ? 0 : 1);
 }
 
+static __always_inline void record(struct bpf_sock_ops *skops)
+{
+	struct flow_key key = {};
+	struct flow_val val = {};
+
+	if (fill_key(skops, &key))
+		return;
+	val.srtt_us = skops->srtt_us >> 3;
+	val.mss = skops->mss_cache;
+	val.cwnd = skops->snd_cwnd;
+	val.bytes_acked = skops->bytes_acked;
+	val.rate_delivered = skops->rate_delivered;
+	val.rate_interval_us = skops->rate_interval_us;
+	val.updated_ns = bpf_ktime_get_ns();
+	bpf_map_update_elem(&flows, &key, &val, BPF_ANY);
+}
+
+static __always_inline void forget(struct bpf_sock_ops *skops)
+{
+	struct flow_key key = {};
+
+	if (!fill_key(skops, &key))
+		bpf_map_delete_elem(&flows, &key);
+}
+
+#define TCP_CLOSE 7
+
 SEC("sockops")
 int dcnlab_clamp(struct bpf_sock_ops *skops)
 {
@@ -144,11 +193,19 @@ int dcnlab_clamp(struct bpf_sock_ops *skops)
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
-					  BPF_SOCK_OPS_RTT_CB_FLAG);
+					  BPF_SOCK_OPS_RTT_CB_FLAG |
+					  BPF_SOCK_OPS_STATE_CB_FLAG);
 		apply(skops);
+		record(skops);
 		break;
 	case BPF_SOCK_OPS_RTT_CB:
 		apply(skops);
+		record(skops);
+		break;
+	case BPF_SOCK_OPS_STATE_CB:
+		/* args[1] is the new state; a closed socket leaves the map. */
+		if (skops->args[1] == TCP_CLOSE)
+			forget(skops);
 		break;
 	default:
 		break;

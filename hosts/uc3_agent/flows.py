@@ -1,6 +1,7 @@
-"""A host's TCP flow samples and the throughput between two samples.
+"""The throughput of a host's TCP flows between two samples.
 
-The agent reads its cgroup's flows in-process (:mod:`.sockdiag`).  Throughput is
+The agent reads its cgroup's flows from its BPF program's map
+(:meth:`~.bpf.ClampProgram.flow_samples`).  Throughput is
 computed from bytes_acked between two samples (the kernel's delivery_rate is a per-ACK
 estimate, reported too).
 """
@@ -8,22 +9,9 @@ estimate, reported too).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
-from .bpf import Tuple4
+from .bpf import FlowSample, Tuple4
 from .protocol import FlowStats
-
-
-@dataclass(frozen=True)
-class FlowSample:
-    """One TCP flow as the kernel reports it (tcp_info), at one instant."""
-
-    flow: Tuple4
-    rtt_us: float
-    mss: int
-    cwnd: int
-    delivery_bps: float
-    bytes_acked: int
 
 
 class FlowSampler:

@@ -47,6 +47,9 @@ class FakeProgram:
     def stats(self) -> dict[str, int]:
         return {}
 
+    def flow_samples(self) -> list:
+        return []  # no cgroup, no flows
+
     def close(self, grace_s: float = 0.0) -> None:
         self.windows.clear()
 
