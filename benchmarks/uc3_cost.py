@@ -20,8 +20,9 @@ Two measurements, printed as a table (speed lives here, never in tests):
 How agents read flows, measured here (2026-11-23, 2 cores shared with other work), CPU
 per report: forking ``ss -tin`` about 5 ms; an in-process sock_diag dump about 0.48 ms
 (almost all of it the kernel walking the whole TCP hash table, sized by the machine's
-memory, whatever the number of flows); the program's map, which is what the agent reads
-now: see the first line this prints.  An allocation round over 10,000 flows on
+memory, whatever the number of flows); walking the program's map, which is what the
+agent does now, about 0.09 ms with 4 flows: 64 agents every 0.2 s take about 3 % of one
+core (goal: below 10 %).  An allocation round over 10,000 flows on
 fattree:8 takes about 55 ms, close to the 50 ms default interval.
 """
 
