@@ -66,8 +66,12 @@ def _report_one(out: Path) -> ReportResult:
     net_rows = netstats.refresh_flow_columns(netstats.read_rows(out / netstats.NETWORK_CSV),
                                              rows)
     net_summary = netstats.summarize(net_rows, baseline)
-    write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS,
-              (r.as_dict() for r in [*summary, *fair_summary, *net_summary]))
+    others = [b for b in spec.get("other_baselines") or [] if b in seen and b != baseline]
+    also = {b: summarize(rows, b) for b in others}
+    write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, [
+        *({**r.as_dict(), "baseline": baseline or ""}
+          for r in [*summary, *fair_summary, *net_summary]),
+        *({**r.as_dict(), "baseline": b} for b, rows_b in also.items() for r in rows_b)])
     name = meta.get("name", out.name)
     if meta.get("scenario"):
         name += f" / {meta['scenario']}"
@@ -75,6 +79,8 @@ def _report_one(out: Path) -> ReportResult:
     if meta.get("status") not in (None, "complete"):
         title += f"  [status: {meta.get('status')}]"
     table = render(summary, baseline, sweep, title)
+    for b, rows_b in also.items():
+        table += "\n" + render(rows_b, b, sweep, f"{title}; ratios to {b}")
     controller = _controller_table(out, schemes, sweep)
     if controller:
         table += "\n" + controller

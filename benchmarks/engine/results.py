@@ -43,7 +43,7 @@ WORKLOAD_COLUMNS = ["seed", "load", "flow_id", "src", "dst", "size", "start", "k
 SAMPLE_COLUMNS = ["scheme", "load", "seed", "flow_id", "t", "bytes_acked", "rtt_us", "cwnd",
                   "retrans"]
 SUMMARY_COLUMNS = ["scheme", "load", "metric", "class", "seeds", "mean", "ci95", "ratio",
-                   "ratio_low95", "ratio_high95"]
+                   "ratio_low95", "ratio_high95", "baseline"]  # what the ratio refers to
 
 _INT_COLUMNS = {"seed", "flow_id", "size", "sport", "dscp", "bytes", "retransmits", "ooo",
                 "segs_in"}

@@ -292,6 +292,7 @@ def spec_summary(spec: ExperimentSpec) -> dict[str, Any]:
         "name": spec.name, "scenario": spec.scenario, "topology": spec.topology,
         "switch": spec.switch,
         "schemes": [dataclasses.asdict(s) for s in spec.schemes], "baseline": spec.baseline,
+        "other_baselines": spec.other_baselines,
         "workload_type": spec.workload_type, "workload": dataclasses.asdict(spec.workload),
         "sweep": spec.sweep, "loads": spec.loads, "seeds": spec.seeds,
         "duration": spec.duration, "warmup": spec.warmup, "cooldown": spec.cooldown,

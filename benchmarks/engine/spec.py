@@ -38,7 +38,8 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
         topology_options: [ecn=40p]   # topology-spec options this scheme's networks
                                   #   get on top of the experiment's (and its own)
     baseline: ecmp                # [the first scheme of the registry's baseline (ECMP),
-                                  #  else the first scheme]
+                                  #  else the first scheme]; a list ([ecmp, single])
+                                  #  also reports ratios to the others, table by table
     workload:
       type: poisson               # poisson | incast | rps_static | rps_random | longlived
       ...                         # the type's parameters (workloads.py)
@@ -170,7 +171,7 @@ class ExperimentSpec:
     topology: str  # canonical topology spec, link options included
     switch: str
     schemes: list[Scheme]
-    baseline: str
+    baseline: str  # the one every section's ratios refer to
     workload_type: str
     workload: Any  # one of the workload dataclasses
     loads: list[float]
@@ -186,6 +187,7 @@ class ExperimentSpec:
     congestion: dict[str, str | None]  # host name or "default" -> algorithm
     agent: AgentOptions
     rto_min: str | None = None  # e.g. "10ms": RTO floor on the hosts' routes
+    other_baselines: list[str] = field(default_factory=list)  # more ratio tables
     scenario: str | None = None  # its name, when the file has scenarios
     source: Path | None = None  # the spec file
     raw: dict[str, Any] = field(default_factory=dict)  # the YAML mapping as read
@@ -297,7 +299,7 @@ def parse_spec(data: Any, source: Path | None = None,
 
     schemes = _schemes(data.get("schemes"), check_apps)
     _check_scheme_needs(schemes, switch, topo.spec)
-    baseline = _baseline(data.get("baseline"), schemes)
+    baseline, *other_baselines = _baselines(data.get("baseline"), schemes)
 
     wtype, workload = _workload(data.get("workload"))
     loads = schema.convert(_required(data, "loads"), list[float], "loads")
@@ -341,6 +343,7 @@ def parse_spec(data: Any, source: Path | None = None,
 
     spec = ExperimentSpec(
         name=name, topology=topo.spec, switch=switch, schemes=schemes, baseline=baseline,
+        other_baselines=other_baselines,
         workload_type=wtype, workload=workload, loads=loads, seeds=seeds, duration=duration,
         warmup=warmup, cooldown=cooldown, drain=drain, settle=settle, network=network,
         classes=classes, marking=marking, congestion=congestion, agent=agent,
@@ -534,18 +537,28 @@ def _check_app(app: str, where: str) -> None:
         raise SpecFileError(where, f"no module named {app!r}{hint}")
 
 
-def _baseline(value: Any, schemes: list[Scheme]) -> str:
+def _baselines(value: Any, schemes: list[Scheme]) -> list[str]:
+    """The baseline, then any others (``baseline: [ecmp, single]``)."""
     names = [s.name for s in schemes]
     if value is None:
         for s in schemes:
             known = registry.lookup(s.app)
             if known is not None and known.baseline:
-                return s.name
-        return names[0]
-    text = str(schema.convert(value, str, "baseline"))
-    if text not in names:
-        raise SpecFileError("baseline", f"{text!r} is not a scheme name ({', '.join(names)})")
-    return text
+                return [s.name]
+        return [names[0]]
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise SpecFileError("baseline", "needs a scheme name (or a list of them)")
+    out: list[str] = []
+    for i, item in enumerate(values):
+        where = join("baseline", i) if isinstance(value, list) else "baseline"
+        text = str(schema.convert(item, str, where))
+        if text not in names:
+            raise SpecFileError(where, f"{text!r} is not a scheme name ({', '.join(names)})")
+        if text in out:
+            raise SpecFileError(where, f"{text!r} appears twice")
+        out.append(text)
+    return out
 
 
 def _workload(value: Any) -> tuple[str, Workload]:

@@ -168,3 +168,22 @@ def test_progress_without_runs_estimates_from_flows() -> None:
     bar.advance(5)
     bar.run_done()  # no run count given: ignored
     assert bar.remaining() == 10.0 and " run " not in bar.line()
+
+
+def test_other_baselines_get_their_own_ratio_table(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "res"
+    _results_dir(out)
+    meta = json.loads((out / "meta.json").read_text())
+    meta["spec"]["other_baselines"] = ["single"]
+    write_json(out / "meta.json", meta)
+    table = report(out).table
+    assert "x ratio to ecmp" in table and "ratios to single" in table
+    # against single, ecmp's mice took 1/1.5 of the time
+    second = table[table.index("ratios to single"):]
+    mouse = next(ln for ln in second.splitlines() if ln.startswith("mouse FCT mean"))
+    assert "x0.67 [0.67, 0.67]" in mouse
+    with open(out / "summary.csv", newline="") as fh:
+        baselines = {r["baseline"] for r in csv.DictReader(fh)}
+    assert baselines == {"ecmp", "single"}

@@ -220,3 +220,16 @@ def test_flows_that_send_inside_the_window_are_measured() -> None:
     assert is_measured(Flow(0, "h1", "h2", 0, 4.0, kind="udp", stop=9.0), 2.0, 10.0)
     assert not is_measured(Flow(0, "h1", "h2", 0, 0.0, stop=2.0), 2.0, 10.0)
     assert not is_measured(Flow(0, "h1", "h2", 0, 10.0, kind="udp", stop=12.0), 2.0, 10.0)
+
+
+def test_baseline_can_be_a_list_of_schemes() -> None:
+    spec = parse_spec(_spec(schemes=["ecmp", {"name": "single", "app": "single_path"},
+                                     "spray"], baseline=["ecmp", "single"]))
+    assert spec.baseline == "ecmp" and spec.other_baselines == ["single"]
+    assert parse_spec(_spec(schemes=["ecmp", "spray"])).other_baselines == []
+    for bad, where, words in (([], "baseline", "needs a scheme"),
+                              (["ecmp", "nope"], "baseline[1]", "not a scheme name"),
+                              (["ecmp", "ecmp"], "baseline[1]", "twice")):
+        with pytest.raises(SpecFileError, match=words) as info:
+            parse_spec(_spec(schemes=["ecmp", "spray"], baseline=bad))
+        assert info.value.field == where
