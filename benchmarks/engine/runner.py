@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -299,6 +300,7 @@ def spec_summary(spec: ExperimentSpec) -> dict[str, Any]:
         "drain": spec.drain, "settle": spec.settle, "network": spec.network,
         "classes": dataclasses.asdict(spec.classes),
         "marking": dataclasses.asdict(spec.marking), "congestion": spec.congestion,
+        "sysctls": spec.sysctls,
         "agent": dataclasses.asdict(spec.agent),
     }
 
@@ -419,12 +421,16 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
 
 
 def _host_settings(state: _State, net: Any, scheme: Scheme, congestion: set[str]) -> None:
-    """ECN on in every host when a congestion control needs it (dctcp), and the
-    experiment's RTO floor on every host route."""
+    """ECN on in every host when a congestion control needs it (dctcp), the experiment's
+    RTO floor on every host route, and its TCP sysctls in every host's namespace."""
     ecn = dctcp.NAME in congestion
-    if not ecn and state.spec.rto_min is None:
+    commands = []
+    if ecn or state.spec.rto_min is not None:
+        commands.append(dctcp.host_commands(ecn=ecn, rto_min=state.spec.rto_min))
+    commands += [f"sysctl -qw {shlex.quote(f'{k}={v}')}" for k, v in state.spec.sysctls.items()]
+    if not commands:
         return
-    command = dctcp.host_commands(ecn=ecn, rto_min=state.spec.rto_min)
+    command = " && ".join(commands)
     for h in net.spec.hosts:
         proc = net.host(h.name).popen(["sh", "-c", command])
         if proc.wait() != 0:

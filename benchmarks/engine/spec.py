@@ -58,6 +58,9 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
               elephant_ports: [30001, 60999], other_ports: [10000, 29999]}
     congestion: cubic             # [cubic] per-host TCP congestion control, or a mapping
                                   #  {default: cubic, h3: reno}; null keeps the host default
+    sysctls:                      # [none] TCP settings of every host's namespace, e.g.
+      net.ipv4.tcp_reordering: 3  #  reordering tolerance, RACK (tcp_recovery) on/off;
+      net.ipv4.tcp_recovery: 0    #  net.ipv4.tcp_* only (per namespace, never the machine)
     rto_min: 10ms                 # [null: kernel default] RTO floor on every host route
                                   #  (ip route ... rto_min); hosts of a scheme using dctcp
                                   #  also get ECN on (net.ipv4.tcp_ecn=1)
@@ -187,6 +190,7 @@ class ExperimentSpec:
     congestion: dict[str, str | None]  # host name or "default" -> algorithm
     agent: AgentOptions
     rto_min: str | None = None  # e.g. "10ms": RTO floor on the hosts' routes
+    sysctls: dict[str, str] = field(default_factory=dict)  # net.ipv4.tcp_* per host
     other_baselines: list[str] = field(default_factory=list)  # more ratio tables
     scenario: str | None = None  # its name, when the file has scenarios
     source: Path | None = None  # the spec file
@@ -216,7 +220,7 @@ class ExperimentSpec:
 # Top-level fields and the order they are checked in.
 _TOP = ["name", "topology", "switch", "link", "schemes", "baseline", "workload", "loads",
         "seeds", "duration", "warmup", "cooldown", "drain", "settle", "network", "classes",
-        "marking", "congestion", "rto_min", "agent", "scenarios"]
+        "marking", "congestion", "rto_min", "sysctls", "agent", "scenarios"]
 _NEEDS_DURATION = {"poisson", "longlived"}
 
 
@@ -333,6 +337,7 @@ def parse_spec(data: Any, source: Path | None = None,
         if not RTO_MIN_RE.match(rto_min):
             raise SpecFileError("rto_min", f"{rto_min!r}: expected a duration like 10ms, "
                                 "200us or 1s")
+    sysctls = _sysctls(data.get("sysctls"))
     agent = from_mapping(AgentOptions, data.get("agent"), "agent")
     if agent.rx_interval is None:
         agent = replace(agent, rx_interval=RX_INTERVAL_LONGLIVED if wtype == "longlived"
@@ -347,7 +352,7 @@ def parse_spec(data: Any, source: Path | None = None,
         workload_type=wtype, workload=workload, loads=loads, seeds=seeds, duration=duration,
         warmup=warmup, cooldown=cooldown, drain=drain, settle=settle, network=network,
         classes=classes, marking=marking, congestion=congestion, agent=agent,
-        rto_min=rto_min, source=source, raw=data)
+        rto_min=rto_min, sysctls=sysctls, source=source, raw=data)
     _check_workload(spec, topo, base_dir)
     return spec
 
@@ -571,6 +576,35 @@ def _workload(value: Any) -> tuple[str, Workload]:
     params = {k: v for k, v in value.items() if k != "type"}
     workload = from_mapping(WORKLOAD_TYPES[wtype], params, "workload")
     return wtype, workload
+
+
+SYSCTL_PREFIX = "net.ipv4.tcp_"
+SYSCTL_DIR = Path("/proc/sys")
+_SYSCTL_VALUE = re.compile(r"[A-Za-z0-9 ._-]{1,64}")
+
+
+def _sysctls(value: Any) -> dict[str, str]:
+    """TCP settings for every host namespace: ``net.ipv4.tcp_*`` names that exist on
+    this machine, plain values (they go to ``sysctl -w`` in each host, never the root)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpecFileError("sysctls", "expected a mapping {net.ipv4.tcp_NAME: value}")
+    out: dict[str, str] = {}
+    for name, item in value.items():
+        where = join("sysctls", str(name))
+        name = str(name)
+        if not name.startswith(SYSCTL_PREFIX) or "/" in name or ".." in name:
+            raise SpecFileError(where, f"only {SYSCTL_PREFIX}* settings are per network "
+                                "namespace (others would change the whole machine)")
+        if not (SYSCTL_DIR / name.replace(".", "/")).exists():
+            raise SpecFileError(where, "no such setting on this machine's kernel")
+        text = str(int(item)) if isinstance(item, bool) else str(item)
+        if not _SYSCTL_VALUE.fullmatch(text):
+            raise SpecFileError(where, f"{text!r}: expected a plain value (letters, digits, "
+                                "space, '.', '_', '-')")
+        out[name] = text
+    return out
 
 
 def _congestion(value: Any, topo: TopologySpec) -> dict[str, str | None]:

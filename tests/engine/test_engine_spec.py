@@ -233,3 +233,16 @@ def test_baseline_can_be_a_list_of_schemes() -> None:
         with pytest.raises(SpecFileError, match=words) as info:
             parse_spec(_spec(schemes=["ecmp", "spray"], baseline=bad))
         assert info.value.field == where
+
+
+def test_sysctls_are_per_namespace_tcp_settings_only() -> None:
+    spec = parse_spec(_spec(sysctls={"net.ipv4.tcp_reordering": 7,
+                                     "net.ipv4.tcp_recovery": 0}))
+    assert spec.sysctls == {"net.ipv4.tcp_reordering": "7", "net.ipv4.tcp_recovery": "0"}
+    for bad, words in (({"vm.swappiness": 1}, "only net.ipv4.tcp_"),
+                       ({"net.core.rmem_max": 1}, "only net.ipv4.tcp_"),
+                       ({"net.ipv4.tcp_no_such_knob": 1}, "no such setting"),
+                       ({"net.ipv4.tcp_reordering": "3; reboot"}, "plain value"),
+                       ([1], "expected a mapping")):
+        with pytest.raises(SpecFileError, match=words):
+            parse_spec(_spec(sysctls=bad))
