@@ -8,10 +8,10 @@
 //! the application, so the sender may drop it from its buffer.  The wire format is in
 //! [`wire`]; per-subflow state comes from `TCP_INFO` ([`net::tcp_info`]).
 
+pub mod net;
 pub mod pattern;
 pub mod reasm;
 pub mod receiver;
 pub mod sched;
 pub mod sender;
-pub mod net;
 pub mod wire;

@@ -30,7 +30,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
     let v: f64 = num
         .parse()
         .map_err(|_| format!("bad size {s:?} (examples: 64KB, 1MB, 1500)"))?;
-    if !(v > 0.0) || !v.is_finite() {
+    if v.is_nan() || v <= 0.0 || !v.is_finite() {
         return Err(format!("bad size {s:?}: must be positive"));
     }
     Ok((v * mult as f64).round() as u64)
@@ -57,7 +57,11 @@ impl Args {
             if !flags.contains(&name) {
                 return Err(format!(
                     "unknown option --{name}; valid: {}",
-                    flags.iter().map(|f| format!("--{f}")).collect::<Vec<_>>().join(" ")
+                    flags
+                        .iter()
+                        .map(|f| format!("--{f}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
                 ));
             }
             let v = argv
@@ -78,15 +82,14 @@ impl Args {
     }
 
     fn need(&self, name: &str) -> Result<&str, String> {
-        self.get(name).ok_or_else(|| format!("--{name} is required"))
+        self.get(name)
+            .ok_or_else(|| format!("--{name} is required"))
     }
 
     fn num<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, String> {
         match self.get(name) {
             None => Ok(default),
-            Some(v) => v
-                .parse()
-                .map_err(|_| format!("--{name}: bad number {v:?}")),
+            Some(v) => v.parse().map_err(|_| format!("--{name}: bad number {v:?}")),
         }
     }
 }
@@ -124,12 +127,24 @@ fn cmd_send(argv: &[String]) -> Result<bool, String> {
     let args = Args::parse(
         argv,
         &[
-            "to", "via", "size", "scheduler", "window", "segment", "lowat", "seed", "timeout",
+            "to",
+            "via",
+            "size",
+            "scheduler",
+            "window",
+            "segment",
+            "lowat",
+            "seed",
+            "timeout",
             "kill",
         ],
     )?;
     let size = parse_size(args.need("size")?)?;
-    let mut cfg = sender::SendConfig::new(paths(&args)?, size, args.get("scheduler").unwrap_or("minrtt"));
+    let mut cfg = sender::SendConfig::new(
+        paths(&args)?,
+        size,
+        args.get("scheduler").unwrap_or("minrtt"),
+    );
     sched::by_name(&cfg.scheduler)?;
     if let Some(w) = args.get("window") {
         cfg.window = parse_size(w)?;
@@ -137,12 +152,17 @@ fn cmd_send(argv: &[String]) -> Result<bool, String> {
     if let Some(s) = args.get("segment") {
         let v = parse_size(s)?;
         if v > dcnlab_mp::wire::MAX_PAYLOAD as u64 {
-            return Err(format!("--segment at most {} bytes", dcnlab_mp::wire::MAX_PAYLOAD));
+            return Err(format!(
+                "--segment at most {} bytes",
+                dcnlab_mp::wire::MAX_PAYLOAD
+            ));
         }
         cfg.max_segment = v as u32;
     }
     if let Some(s) = args.get("lowat") {
-        cfg.lowat = u32::try_from(parse_size(s)?).map_err(|_| "--lowat too large".to_string())?;
+        // 0: no TCP_NOTSENT_LOWAT (a deep kernel send queue)
+        let v = if s.trim() == "0" { 0 } else { parse_size(s)? };
+        cfg.lowat = u32::try_from(v).map_err(|_| "--lowat too large".to_string())?;
     }
     cfg.seed = args.num("seed", 1u64)?;
     cfg.timeout = Duration::from_secs_f64(args.num("timeout", 120.0f64)?);
@@ -152,7 +172,10 @@ fn cmd_send(argv: &[String]) -> Result<bool, String> {
             .ok_or_else(|| format!("--kill {k:?}: expected INDEX@SIZE"))?;
         let i: usize = i.parse().map_err(|_| format!("--kill {k:?}: bad index"))?;
         if i >= cfg.paths.len() {
-            return Err(format!("--kill {k:?}: there are {} subflows", cfg.paths.len()));
+            return Err(format!(
+                "--kill {k:?}: there are {} subflows",
+                cfg.paths.len()
+            ));
         }
         cfg.kill = Some((i, parse_size(at)?));
     }
@@ -293,7 +316,8 @@ fn cmd_plain_serve(argv: &[String]) -> Result<bool, String> {
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: dcnlab-mp serve|send|plain-serve|plain-send|schedulers [options] (see --help)";
+    let usage =
+        "usage: dcnlab-mp serve|send|plain-serve|plain-send|schedulers [options] (see --help)";
     let Some(cmd) = argv.first() else {
         eprintln!("{usage}");
         return ExitCode::from(2);

@@ -247,7 +247,10 @@ fn from_storage(ss: &libc::sockaddr_storage) -> SocketAddr {
     if ss.ss_family as libc::c_int == libc::AF_INET {
         // SAFETY: family says sockaddr_in.
         let sin = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
-        SocketAddr::from((sin.sin_addr.s_addr.to_ne_bytes(), u16::from_be(sin.sin_port)))
+        SocketAddr::from((
+            sin.sin_addr.s_addr.to_ne_bytes(),
+            u16::from_be(sin.sin_port),
+        ))
     } else {
         // SAFETY: family says sockaddr_in6.
         let sin6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
@@ -304,6 +307,33 @@ pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
             libc::MSG_NOSIGNAL,
         )
     };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::WouldBlock {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(r as usize)
+}
+
+/// writev(2) of two buffers (MSG_NOSIGNAL); WouldBlock is `Ok(0)`.
+pub fn write2(fd: RawFd, a: &[u8], b: &[u8]) -> io::Result<usize> {
+    let iov = [
+        libc::iovec {
+            iov_base: a.as_ptr() as *mut libc::c_void,
+            iov_len: a.len(),
+        },
+        libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        },
+    ];
+    // SAFETY: a zeroed msghdr with a valid iovec array.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = 2;
+    let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::WouldBlock {

@@ -92,10 +92,12 @@ impl Reassembler {
         data: &[u8],
         deliver: &mut dyn FnMut(u64, &[u8]),
     ) -> Result<(), ReasmError> {
-        let end = dsn.checked_add(data.len() as u64).ok_or(ReasmError::Overflow {
-            dsn,
-            len: data.len(),
-        })?;
+        let end = dsn
+            .checked_add(data.len() as u64)
+            .ok_or(ReasmError::Overflow {
+                dsn,
+                len: data.len(),
+            })?;
         let limit = self.next.saturating_add(self.window);
         if end > limit {
             return Err(ReasmError::OutOfWindow { dsn, end, limit });
@@ -117,7 +119,9 @@ impl Reassembler {
             let b = &data[(lo - dsn) as usize..(hi - dsn) as usize];
             if a != b {
                 let off = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(0);
-                return Err(ReasmError::Inconsistent { at: lo + off as u64 });
+                return Err(ReasmError::Inconsistent {
+                    at: lo + off as u64,
+                });
             }
         }
         // Part already delivered.
@@ -168,7 +172,10 @@ impl Reassembler {
     pub fn set_total(&mut self, total: u64) -> Result<(), ReasmError> {
         if let Some(t) = self.total {
             if t != total {
-                return Err(ReasmError::BeyondTotal { end: total, total: t });
+                return Err(ReasmError::BeyondTotal {
+                    end: total,
+                    total: t,
+                });
             }
         }
         let top = self
@@ -216,7 +223,12 @@ impl Reassembler {
 mod tests {
     use super::*;
 
-    fn run(r: &mut Reassembler, dsn: u64, data: &[u8], out: &mut Vec<u8>) -> Result<(), ReasmError> {
+    fn run(
+        r: &mut Reassembler,
+        dsn: u64,
+        data: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), ReasmError> {
         r.insert(dsn, data, &mut |at, b| {
             assert_eq!(at, out.len() as u64);
             out.extend_from_slice(b)

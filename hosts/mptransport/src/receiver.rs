@@ -7,7 +7,7 @@
 use crate::net;
 use crate::pattern;
 use crate::reasm::Reassembler;
-use crate::wire::{self, Decoder, FinAck, Frame, Hello, UNKNOWN_TOTAL};
+use crate::wire::{self, Decoder, FinAck, Frame, FrameRef, Hello, UNKNOWN_TOTAL};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 /// Largest receive window a sender may ask for.
 pub const MAX_WINDOW: u64 = 256 << 20;
+const READ_CHUNK: usize = 256 * 1024;
 
 pub struct RxConn {
     pub conn_id: u64,
@@ -76,32 +77,7 @@ impl RxConn {
                     ));
                 }
             }
-            Frame::Data { dsn, payload } => {
-                if self.finished {
-                    return Err(format!("DATA at DSN {dsn} after FIN"));
-                }
-                self.per_subflow[sub_i] += payload.len() as u64;
-                let seed = self.seed;
-                let mut bad = None;
-                let sink = &mut self.sink;
-                self.reasm
-                    .insert(dsn, &payload, &mut |at, bytes| {
-                        if bad.is_none() {
-                            bad = pattern::first_mismatch(seed, at, bytes);
-                        }
-                        if let Some(s) = sink.as_mut() {
-                            s.extend_from_slice(bytes);
-                        }
-                    })
-                    .map_err(|e| e.to_string())?;
-                if let Some(at) = bad {
-                    self.intact = false;
-                    self.first_bad.get_or_insert(at);
-                }
-                if self.reasm.complete() && self.completed.is_none() {
-                    self.completed = Some(Instant::now());
-                }
-            }
+            Frame::Data { dsn, payload } => self.on_data(sub, dsn, &payload)?,
             Frame::Fin(total) => {
                 self.reasm.set_total(total).map_err(|e| e.to_string())?;
                 if self.reasm.delivered() != total {
@@ -115,8 +91,43 @@ impl RxConn {
                 wire::encode_fin_ack(&self.verdict(), reply);
             }
             Frame::DataAck(_) | Frame::FinAck(_) => {
-                return Err(format!("subflow {sub}: acknowledgement frames come from the receiver only"));
+                return Err(format!(
+                    "subflow {sub}: acknowledgement frames come from the receiver only"
+                ));
             }
+        }
+        Ok(())
+    }
+
+    /// Handles a DATA frame (payload borrowed: the zero-copy path of [`serve`]).
+    pub fn on_data(&mut self, sub: u8, dsn: u64, payload: &[u8]) -> Result<(), String> {
+        let sub_i = sub as usize;
+        if self.per_subflow.len() <= sub_i {
+            self.per_subflow.resize(sub_i + 1, 0);
+        }
+        if self.finished {
+            return Err(format!("DATA at DSN {dsn} after FIN"));
+        }
+        self.per_subflow[sub_i] += payload.len() as u64;
+        let seed = self.seed;
+        let mut bad = None;
+        let sink = &mut self.sink;
+        self.reasm
+            .insert(dsn, payload, &mut |at, bytes| {
+                if bad.is_none() {
+                    bad = pattern::first_mismatch(seed, at, bytes);
+                }
+                if let Some(s) = sink.as_mut() {
+                    s.extend_from_slice(bytes);
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        if let Some(at) = bad {
+            self.intact = false;
+            self.first_bad.get_or_insert(at);
+        }
+        if self.reasm.complete() && self.completed.is_none() {
+            self.completed = Some(Instant::now());
         }
         Ok(())
     }
@@ -210,7 +221,6 @@ pub fn serve(cfg: &ServeConfig, emit: &mut dyn FnMut(&str)) -> std::io::Result<u
     let mut conns: HashMap<u64, (RxConn, Instant)> = HashMap::new();
     let mut done = 0u64;
     let mut failed = 0u64;
-    let mut buf = vec![0u8; 256 * 1024];
     let mut pfds: Vec<libc::pollfd> = Vec::new();
     while cfg.count == 0 || done < cfg.count {
         pfds.clear();
@@ -271,18 +281,33 @@ pub fn serve(cfg: &ServeConfig, emit: &mut dyn FnMut(&str)) -> std::io::Result<u
             let mut proto_err: Option<String> = None;
             // read what is there (bounded, so one subflow cannot starve the others)
             for _ in 0..16 {
-                match net::read(s.fd, &mut buf) {
+                match s.dec.read_from(s.fd, READ_CHUNK) {
                     Ok(Some(0)) | Err(_) => {
                         eof = true;
                         break;
                     }
-                    Ok(Some(n)) => s.dec.push(&buf[..n]),
+                    Ok(Some(_)) => {}
                     Ok(None) => break,
                 }
             }
             loop {
-                let frame = match s.dec.next_frame() {
-                    Ok(Some(f)) => f,
+                let frame = match s.dec.next_ref() {
+                    Ok(Some(FrameRef::Data { dsn, payload })) => {
+                        let Some(id) = s.conn else {
+                            proto_err = Some("the first frame of a subflow must be HELLO".into());
+                            break;
+                        };
+                        let Some((c, seen)) = conns.get_mut(&id) else {
+                            break;
+                        };
+                        *seen = Instant::now();
+                        if let Err(e) = c.on_data(s.sub, dsn, payload) {
+                            proto_err = Some(e);
+                            break;
+                        }
+                        continue;
+                    }
+                    Ok(Some(FrameRef::Other(f))) => f,
                     Ok(None) => break,
                     Err(e) => {
                         proto_err = Some(e.to_string());

@@ -146,6 +146,24 @@ struct Subflow {
 }
 
 impl Subflow {
+    /// Sends a DATA frame: straight from the send buffer when nothing is queued, the
+    /// unsent rest is copied to `out`.
+    fn send_data(&mut self, dsn: u64, payload: &[u8]) -> std::io::Result<()> {
+        let hdr = wire::data_header(dsn, payload.len() as u32);
+        let n = if self.out.is_empty() {
+            net::write2(self.fd, &hdr, payload)?
+        } else {
+            0
+        };
+        if n < hdr.len() {
+            self.out.extend_from_slice(&hdr[n..]);
+            self.out.extend_from_slice(payload);
+        } else {
+            self.out.extend_from_slice(&payload[n - hdr.len()..]);
+        }
+        Ok(())
+    }
+
     fn flush(&mut self) -> std::io::Result<()> {
         if !self.out.is_empty() {
             let n = net::write(self.fd, &self.out)?;
@@ -390,7 +408,6 @@ fn run(
     let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(subs.len());
     let mut views: Vec<SubflowView> = Vec::with_capacity(subs.len());
     let mut killed = false;
-    let mut hdr_copy = Vec::with_capacity(cfg.max_segment as usize + wire::DATA_HDR_LEN);
     let deadline = start + cfg.timeout;
     let fin_deadline_after = Duration::from_secs(10);
     let mut fin_sent_at: Option<Instant> = None;
@@ -473,13 +490,9 @@ fn run(
                             break;
                         }
                         let seg = st.assign(i, len);
-                        hdr_copy.clear();
-                        hdr_copy.extend_from_slice(&wire::data_header(seg.dsn, len as u32));
-                        hdr_copy.extend_from_slice(st.bytes(seg.dsn, len));
                         let s = &mut subs[i];
-                        s.out.extend_from_slice(&hdr_copy);
                         s.bytes += len;
-                        if let Err(e) = s.flush() {
+                        if let Err(e) = s.send_data(seg.dsn, st.bytes(seg.dsn, len)) {
                             kill(s, format!("write: {e}"));
                         }
                         s.refresh();
@@ -500,14 +513,10 @@ fn run(
                             rep.dup_before_tail += len;
                         }
                         rep.dup_bytes += len;
-                        hdr_copy.clear();
-                        hdr_copy.extend_from_slice(&wire::data_header(from, len as u32));
-                        hdr_copy.extend_from_slice(st.bytes(from, len));
                         let s = &mut subs[on];
-                        s.out.extend_from_slice(&hdr_copy);
                         s.bytes += len;
                         s.dup_bytes += len;
-                        if let Err(e) = s.flush() {
+                        if let Err(e) = s.send_data(from, st.bytes(from, len)) {
                             kill(s, format!("write: {e}"));
                         }
                         s.refresh();

@@ -72,10 +72,9 @@ impl fmt::Display for WireError {
             WireError::BadVersion(v) => {
                 write!(f, "malformed HELLO: version {v}, this end speaks {VERSION}")
             }
-            WireError::BadLength(l) => write!(
-                f,
-                "malformed DATA: length {l} outside 1..={MAX_PAYLOAD}"
-            ),
+            WireError::BadLength(l) => {
+                write!(f, "malformed DATA: length {l} outside 1..={MAX_PAYLOAD}")
+            }
         }
     }
 }
@@ -133,6 +132,13 @@ fn be64(b: &[u8]) -> u64 {
     u64::from_be_bytes(b[..8].try_into().unwrap())
 }
 
+/// A decoded frame whose DATA payload borrows the decoder's buffer.
+#[derive(Debug)]
+pub enum FrameRef<'a> {
+    Data { dsn: u64, payload: &'a [u8] },
+    Other(Frame),
+}
+
 /// Incremental decoder over one subflow's byte stream.
 #[derive(Default)]
 pub struct Decoder {
@@ -159,8 +165,48 @@ impl Decoder {
         self.buf.len() - self.start
     }
 
+    /// Reads once from `fd` straight into the buffer (at most `max` bytes); as
+    /// [`crate::net::read`].
+    pub fn read_from(
+        &mut self,
+        fd: std::os::fd::RawFd,
+        max: usize,
+    ) -> std::io::Result<Option<usize>> {
+        if self.start > 0 && (self.start == self.buf.len() || self.start >= self.buf.len() / 2) {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        self.buf.reserve(max);
+        let spare = self.buf.spare_capacity_mut();
+        let n = spare.len().min(max);
+        // SAFETY: reading into the vector's spare capacity, then exposing only the bytes
+        // the kernel wrote.
+        let r = unsafe { libc::read(fd, spare.as_mut_ptr() as *mut libc::c_void, n) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                return Ok(None);
+            }
+            return Err(e);
+        }
+        unsafe { self.buf.set_len(self.buf.len() + r as usize) };
+        Ok(Some(r as usize))
+    }
+
     /// The next complete frame, `None` when more bytes are needed.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, WireError> {
+        Ok(match self.next_ref()? {
+            None => None,
+            Some(FrameRef::Data { dsn, payload }) => Some(Frame::Data {
+                dsn,
+                payload: payload.to_vec(),
+            }),
+            Some(FrameRef::Other(f)) => Some(f),
+        })
+    }
+
+    /// As [`Decoder::next_frame`], DATA payloads borrowed from the buffer (no copy).
+    pub fn next_ref(&mut self) -> Result<Option<FrameRef<'_>>, WireError> {
         let b = &self.buf[self.start..];
         let Some(&kind) = b.first() else {
             return Ok(None);
@@ -199,13 +245,12 @@ impl Decoder {
                 if b.len() < end {
                     return Ok(None);
                 }
-                (
-                    Frame::Data {
-                        dsn,
-                        payload: b[DATA_HDR_LEN..end].to_vec(),
-                    },
-                    end,
-                )
+                let at = self.start;
+                self.start += end;
+                return Ok(Some(FrameRef::Data {
+                    dsn,
+                    payload: &self.buf[at + DATA_HDR_LEN..at + end],
+                }));
             }
             b'A' | b'F' => {
                 if b.len() < 9 {
@@ -237,7 +282,7 @@ impl Decoder {
             other => return Err(WireError::UnknownType(other)),
         };
         self.start += used;
-        Ok(Some(frame))
+        Ok(Some(FrameRef::Other(frame)))
     }
 }
 

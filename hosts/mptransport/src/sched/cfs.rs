@@ -30,7 +30,10 @@ impl Scheduler for Cfs {
             .iter()
             .position(|g| !g.carried_by(fast.id) && g.carriers & slow_only != 0)
         {
-            Some(i) => Decision::Dup { on: fast.id, seg: i },
+            Some(i) => Decision::Dup {
+                on: fast.id,
+                seg: i,
+            },
             None => Decision::Wait,
         }
     }
@@ -55,17 +58,35 @@ mod tests {
     #[test]
     fn duplicates_the_slow_subflows_tail_on_the_fast_one() {
         let segs: VecDeque<Seg> = [
-            Seg { dsn: 0, len: 1448, carriers: 0b01 },    // fast
-            Seg { dsn: 1448, len: 1448, carriers: 0b10 }, // slow
-            Seg { dsn: 2896, len: 1448, carriers: 0b10 }, // slow
+            Seg {
+                dsn: 0,
+                len: 1448,
+                carriers: 0b01,
+            }, // fast
+            Seg {
+                dsn: 1448,
+                len: 1448,
+                carriers: 0b10,
+            }, // slow
+            Seg {
+                dsn: 2896,
+                len: 1448,
+                carriers: 0b10,
+            }, // slow
         ]
         .into();
         let mut sfs = vec![sf(0, 20, 10, 1), sf(1, 200, 10, 2)];
         // nothing left unassigned, fast has room: the oldest slow-only segment again
-        assert_eq!(Cfs.pick(&view(&sfs, &segs, 0)), Decision::Dup { on: 0, seg: 1 });
+        assert_eq!(
+            Cfs.pick(&view(&sfs, &segs, 0)),
+            Decision::Dup { on: 0, seg: 1 }
+        );
         let mut segs2 = segs.clone();
         segs2[1].carriers = 0b11;
-        assert_eq!(Cfs.pick(&view(&sfs, &segs2, 0)), Decision::Dup { on: 0, seg: 2 });
+        assert_eq!(
+            Cfs.pick(&view(&sfs, &segs2, 0)),
+            Decision::Dup { on: 0, seg: 2 }
+        );
         segs2[2].carriers = 0b11;
         assert_eq!(Cfs.pick(&view(&sfs, &segs2, 0)), Decision::Wait);
         // fast has no room: wait (the slow subflow never takes the fast one's data)

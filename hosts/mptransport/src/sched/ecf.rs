@@ -95,6 +95,9 @@ mod tests {
     fn the_fastest_with_room_is_always_taken() {
         let segs = VecDeque::new();
         let sfs = vec![sf(0, 20, 10, 0), sf(1, 200, 10, 0)];
-        assert_eq!(Ecf::default().pick(&view(&sfs, &segs, 1448)), Decision::New(0));
+        assert_eq!(
+            Ecf::default().pick(&view(&sfs, &segs, 1448)),
+            Decision::New(0)
+        );
     }
 }

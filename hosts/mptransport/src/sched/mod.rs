@@ -170,7 +170,11 @@ pub(crate) mod testutil {
         }
     }
 
-    pub fn view<'a>(subflows: &'a [SubflowView], segs: &'a VecDeque<Seg>, unassigned: u64) -> ConnView<'a> {
+    pub fn view<'a>(
+        subflows: &'a [SubflowView],
+        segs: &'a VecDeque<Seg>,
+        unassigned: u64,
+    ) -> ConnView<'a> {
         ConnView {
             subflows,
             unassigned,

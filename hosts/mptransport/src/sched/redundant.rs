@@ -39,7 +39,11 @@ mod tests {
         let mut segs = VecDeque::new();
         let sfs = vec![sf(0, 20, 10, 0), sf(1, 200, 10, 0)];
         assert_eq!(Redundant.pick(&view(&sfs, &segs, 5000)), Decision::New(0));
-        segs.push_back(Seg { dsn: 0, len: 1448, carriers: 0b01 });
+        segs.push_back(Seg {
+            dsn: 0,
+            len: 1448,
+            carriers: 0b01,
+        });
         // subflow 0 carried it; it takes new data, and subflow 1 catches up
         let mut only1 = sfs.clone();
         only1[0].unacked = 10;

@@ -43,7 +43,12 @@ mod tests {
         let picks: Vec<_> = (0..4).map(|_| rr.pick(&view(&sfs, &segs, 9000))).collect();
         assert_eq!(
             picks,
-            vec![Decision::New(0), Decision::New(1), Decision::New(2), Decision::New(0)]
+            vec![
+                Decision::New(0),
+                Decision::New(1),
+                Decision::New(2),
+                Decision::New(0)
+            ]
         );
         sfs[1].unacked = 10;
         assert_eq!(rr.pick(&view(&sfs, &segs, 9000)), Decision::New(2));
