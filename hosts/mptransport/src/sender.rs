@@ -38,6 +38,10 @@ pub struct SendConfig {
     pub timeout: Duration,
     /// Test hook: abort subflow `.0` (RST) once `.1` bytes are data-acked.
     pub kill: Option<(usize, u64)>,
+    /// A subflow whose retransmission timer fired this many times in a row
+    /// (`tcpi_retransmits`) counts as a failed path: it is closed and its data sent again
+    /// on the others.
+    pub max_rtos: u8,
 }
 
 impl SendConfig {
@@ -52,6 +56,7 @@ impl SendConfig {
             seed: 1,
             timeout: Duration::from_secs(120),
             kill: None,
+            max_rtos: 2,
         }
     }
 }
@@ -439,6 +444,13 @@ fn run(
         if fct.is_none() {
             for s in subs.iter_mut().filter(|s| s.alive && s.connected) {
                 s.refresh();
+                if cfg.max_rtos > 0 && s.info.retransmits >= cfg.max_rtos {
+                    let why = format!(
+                        "path failed: {} retransmission timeouts in a row",
+                        s.info.retransmits
+                    );
+                    kill(s, why);
+                }
             }
             for _ in 0..1024 {
                 views.clear();
