@@ -17,7 +17,7 @@ import pytest
 
 from dcnlab.hosts import mptransport as mp
 from dcnlab.schemes.cfs.check import endpoints
-from dcnlab.schemes.cfs.paths import source_routing
+from dcnlab.schemes.cfs.paths import interface, source_routing
 from dcnlab.topo.network import Network
 from dcnlab.topo.spec import parse
 
@@ -88,15 +88,17 @@ def test_cfs_duplicates_only_the_slow_paths_tail(twopath) -> None:
 def test_a_path_taken_down_mid_transfer_loses_nothing(twopath) -> None:
     net, client, via, dst = twopath
     host = net.host(client)
+    slow_if = interface(net, client, 1)
     argv = ["mnexec", "-a", str(host.pid)] + mp.send_argv([dst], 32 << 20, "roundrobin", via,
                                                           timeout=120)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(1.0)  # round-robin keeps data in flight on both paths
-        host.cmd(f"ip link set {client}-eth1 down")
+        down = host.cmd(f"ip link set {slow_if} down; ip -br link show {slow_if}")
         out, err = proc.communicate(timeout=150)
     finally:
-        host.cmd(f"ip link set {client}-eth1 up")
+        host.cmd(f"ip link set {slow_if} up")
+        source_routing(net, client)  # routes through a downed interface are gone
         if proc.poll() is None:
             proc.kill()
             proc.wait()
@@ -104,4 +106,4 @@ def test_a_path_taken_down_mid_transfer_loses_nothing(twopath) -> None:
     res = mp.parse_line(out)
     assert res["intact"] is True and res["delivered"] == 32 << 20, res
     slow = res["subflows"][1]
-    assert slow["alive"] is False and "path failed" in slow.get("error", ""), out
+    assert slow["alive"] is False and "path failed" in slow.get("error", ""), (down, out)

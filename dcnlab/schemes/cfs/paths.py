@@ -15,6 +15,12 @@ from typing import Any
 FABRIC_PREFIX = "10.0.0.0/8"
 
 
+def interface(net: Any, host: str, index: int) -> str:
+    """The name of spec host ``host``'s interface ``index`` in the running network."""
+    node = net.host(host)
+    return node.intf(f"{node.name}-eth{index}").name
+
+
 def source_routing(net: Any, host: str) -> list[str]:
     """Sets up the rules in ``host``; returns its interface addresses in spec order."""
     spec_host = net.spec.host(host)
@@ -22,7 +28,7 @@ def source_routing(net: Any, host: str) -> list[str]:
     addrs = []
     cmds = ["sysctl -qw net.ipv4.conf.all.rp_filter=0"]
     for index, iface in enumerate(spec_host.interfaces):
-        dev = f"{host}-eth{index}"
+        dev = node.intf(f"{node.name}-eth{index}").name
         table = 100 + index
         cmds += [
             f"sysctl -qw net.ipv4.conf.{dev}.rp_filter=0",
@@ -32,6 +38,6 @@ def source_routing(net: Any, host: str) -> list[str]:
         ]
         addrs.append(iface.ip)
     out = node.cmd("; ".join(cmds) + "; echo done")
-    if not out.strip().endswith("done") or "rror" in out:
+    if not out.strip().endswith("done") or "rror" in out or "Cannot" in out:
         raise RuntimeError(f"source routing in {host} failed: {out.strip()}")
     return addrs
