@@ -387,6 +387,31 @@ pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
     Ok(r as usize)
 }
 
+/// ppoll(2) with a timeout in microseconds; EINTR counts as 0.
+pub fn poll_us(fds: &mut [libc::pollfd], timeout_us: u64) -> io::Result<usize> {
+    let ts = libc::timespec {
+        tv_sec: (timeout_us / 1_000_000) as libc::time_t,
+        tv_nsec: ((timeout_us % 1_000_000) * 1000) as libc::c_long,
+    };
+    // SAFETY: fds is a valid array, ts a valid timespec, no signal mask.
+    let r = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(r as usize)
+}
+
 /// CPU time (user + system) this process used, in seconds.
 pub fn cpu_seconds() -> f64 {
     // SAFETY: zeroed rusage, the kernel fills it.

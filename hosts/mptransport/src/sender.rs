@@ -440,7 +440,7 @@ fn run(
         }
         // -- schedule
         st.refill();
-        let mut cwnd_limited = false;
+        let mut cwnd_wait_us: Option<u64> = None;
         if fct.is_none() {
             for s in subs.iter_mut().filter(|s| s.alive && s.connected) {
                 s.refresh();
@@ -535,10 +535,17 @@ fn run(
                     }
                 }
             }
-            cwnd_limited = subs.iter().enumerate().any(|(i, s)| {
-                let v = s.view(i, cfg.lowat);
-                v.alive && v.writable && !v.has_room()
-            });
+            // cwnd room opens on TCP ACKs, which poll cannot wait for: look again after
+            // an eighth of the smallest srtt among the subflows waiting only for it
+            cwnd_wait_us = subs
+                .iter()
+                .enumerate()
+                .filter(|(i, s)| {
+                    let v = s.view(*i, cfg.lowat);
+                    v.alive && v.writable && !v.has_room()
+                })
+                .map(|(_, s)| (s.info.rtt as u64 / 8).clamp(20, 1000))
+                .min();
         }
         // -- wait for acks, writability, cwnd room
         pfds.clear();
@@ -553,8 +560,8 @@ fn run(
                 revents: 0,
             });
         }
-        let timeout = if cwnd_limited { 1 } else { 20 };
-        net::poll(&mut pfds, timeout).map_err(|e| format!("poll: {e}"))?;
+        let timeout_us = cwnd_wait_us.unwrap_or(20_000);
+        net::poll_us(&mut pfds, timeout_us).map_err(|e| format!("poll: {e}"))?;
         for (i, s) in subs.iter_mut().enumerate() {
             let rev = pfds[i].revents;
             if rev == 0 || !s.alive {
