@@ -46,3 +46,21 @@ def test_cli_mp_delegates_and_reports_bad_input(capfd):
     assert "bad size" in capfd.readouterr().err
     assert cli.main(["mp", "schedulers"]) == 0
     assert "cfs" in capfd.readouterr().out
+
+
+def test_seed003_summary_means_intervals_and_change_against_minrtt():
+    from dcnlab.benchmarks.seed003_fct import ci95, summarize, table
+
+    rows = [{"size": "64KB", "scheduler": "minrtt", "fct_ms": v, "dup_bytes": 0,
+             "peak_reorder_bytes": 10} for v in (100.0, 110.0, 90.0)]
+    rows += [{"size": "64KB", "scheduler": "cfs", "fct_ms": v, "dup_bytes": 30,
+              "peak_reorder_bytes": 0} for v in (90.0, 90.0, 90.0)]
+    rows += [{"size": "64KB", "scheduler": "tcp-path1", "fct_ms": 120.0}]
+    s = {r["scheduler"]: r for r in summarize(rows)}
+    assert s["minrtt"]["fct_ms"] == 100.0 and s["minrtt"]["vs_minrtt_pct"] == 0.0
+    assert s["cfs"]["vs_minrtt_pct"] == 10.0 and s["cfs"]["dup_bytes"] == 30
+    assert s["cfs"]["ci95_ms"] == 0.0
+    assert s["tcp-path1"]["vs_minrtt_pct"] == -20.0 and s["tcp-path1"]["n"] == 1
+    # t(0.975, 2) * sd 10 / sqrt(3)
+    assert abs(ci95([100.0, 110.0, 90.0]) - 4.303 * 10 / 3 ** 0.5) < 1e-9
+    assert "+10.0%" in table(summarize(rows))

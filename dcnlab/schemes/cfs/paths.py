@@ -41,3 +41,17 @@ def source_routing(net: Any, host: str) -> list[str]:
     if not out.strip().endswith("done") or "rror" in out or "Cannot" in out:
         raise RuntimeError(f"source routing in {host} failed: {out.strip()}")
     return addrs
+
+
+def kernel_mptcp(net: Any, client: str, server: str) -> None:
+    """The kernel's MPTCP as a reference: ``client`` opens one extra subflow from each of
+    its further interfaces (``ip mptcp endpoint ... subflow``), both ends accept them."""
+    limits = "ip mptcp limits set subflow 8 add_addr_accepted 8"
+    cmds = ["sysctl -qw net.mptcp.enabled=1", limits, "ip mptcp endpoint flush"]
+    for index, iface in enumerate(net.spec.host(client).interfaces[1:], start=1):
+        cmds.append(f"ip mptcp endpoint add {iface.ip} dev {interface(net, client, index)} "
+                    "subflow")
+    for host, lines in ((client, cmds), (server, ["sysctl -qw net.mptcp.enabled=1", limits])):
+        out = net.host(host).cmd("; ".join(lines) + "; echo done")
+        if not out.strip().endswith("done") or "rror" in out or "Cannot" in out:
+            raise RuntimeError(f"MPTCP set-up in {host} failed: {out.strip()}")

@@ -201,9 +201,19 @@ fn cmd_serve(argv: &[String]) -> Result<bool, String> {
     Ok(failed == 0)
 }
 
+/// `--mptcp 1`: the kernel's MPTCP instead of TCP (its own default scheduler).
+fn mptcp_flag(args: &Args) -> Result<libc::c_int, String> {
+    match args.get("mptcp") {
+        None | Some("0") => Ok(0),
+        Some("1") => Ok(net::IPPROTO_MPTCP),
+        Some(v) => Err(format!("--mptcp {v:?}: 1 or 0")),
+    }
+}
+
 /// Plain TCP with the same payload and check, the reference for the benchmark.
 fn cmd_plain_send(argv: &[String]) -> Result<bool, String> {
-    let args = Args::parse(argv, &["to", "via", "size", "seed"])?;
+    let args = Args::parse(argv, &["to", "via", "size", "seed", "mptcp"])?;
+    let proto = mptcp_flag(&args)?;
     let size = parse_size(args.need("size")?)?;
     let seed: u64 = args.num("seed", 1u64)?;
     let p = paths(&args)?;
@@ -212,7 +222,7 @@ fn cmd_plain_send(argv: &[String]) -> Result<bool, String> {
     }
     let cpu0 = net::cpu_seconds();
     let start = Instant::now();
-    let fd = net::connect_from(p[0].0, p[0].1, 0).map_err(|e| e.to_string())?;
+    let fd = net::connect_proto(p[0].0, p[0].1, 0, proto).map_err(|e| e.to_string())?;
     let mut pfd = [libc::pollfd {
         fd,
         events: libc::POLLOUT,
@@ -253,7 +263,8 @@ fn cmd_plain_send(argv: &[String]) -> Result<bool, String> {
     res?;
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "{{\"role\":\"sender\",\"scheduler\":\"plain-tcp\",\"size\":{size},\"fct_ms\":{:.3},\"goodput_mbps\":{:.3},\"cpu_s\":{:.4}}}",
+        "{{\"role\":\"sender\",\"scheduler\":\"{}\",\"size\":{size},\"fct_ms\":{:.3},\"goodput_mbps\":{:.3},\"cpu_s\":{:.4}}}",
+        if proto == 0 { "plain-tcp" } else { "kernel-mptcp" },
         secs * 1e3,
         size as f64 * 8.0 / secs / 1e6,
         net::cpu_seconds() - cpu0
@@ -262,11 +273,12 @@ fn cmd_plain_send(argv: &[String]) -> Result<bool, String> {
 }
 
 fn cmd_plain_serve(argv: &[String]) -> Result<bool, String> {
-    let args = Args::parse(argv, &["listen", "count", "seed"])?;
+    let args = Args::parse(argv, &["listen", "count", "seed", "mptcp"])?;
+    let proto = mptcp_flag(&args)?;
     let addr = parse_addr(args.need("listen")?)?;
     let count: u64 = args.num("count", 0u64)?;
     let seed: u64 = args.num("seed", 1u64)?;
-    let lfd = net::listen(addr).map_err(|e| e.to_string())?;
+    let lfd = net::listen_proto(addr, proto).map_err(|e| e.to_string())?;
     println!(
         "{{\"role\":\"receiver\",\"listening\":\"{}\"}}",
         net::local_addr(lfd).map_err(|e| e.to_string())?

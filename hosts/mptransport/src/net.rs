@@ -140,6 +140,20 @@ fn check(r: libc::c_int) -> io::Result<libc::c_int> {
 /// Starts a non-blocking connect from `src` (any port) to `dst`; the fd is returned at
 /// once (connect in progress).
 pub fn connect_from(src: Option<SocketAddr>, dst: SocketAddr, lowat: u32) -> io::Result<RawFd> {
+    connect_proto(src, dst, lowat, 0)
+}
+
+/// `IPPROTO_MPTCP`: the kernel's own Multipath TCP (the reference the schedulers here are
+/// compared with).
+pub const IPPROTO_MPTCP: libc::c_int = 262;
+
+/// As [`connect_from`] with an explicit protocol (0: TCP, [`IPPROTO_MPTCP`]).
+pub fn connect_proto(
+    src: Option<SocketAddr>,
+    dst: SocketAddr,
+    lowat: u32,
+    proto: libc::c_int,
+) -> io::Result<RawFd> {
     let family = if dst.is_ipv4() {
         libc::AF_INET
     } else {
@@ -150,9 +164,10 @@ pub fn connect_from(src: Option<SocketAddr>, dst: SocketAddr, lowat: u32) -> io:
         libc::socket(
             family,
             libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
+            proto,
         )
-    })?;
+    })
+    .map_err(|e| io::Error::new(e.kind(), format!("socket (protocol {proto}): {e}")))?;
     let setup = || -> io::Result<()> {
         set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
         if lowat > 0 {
@@ -204,6 +219,11 @@ pub fn so_error(fd: RawFd) -> io::Result<()> {
 
 /// A listening non-blocking socket on `addr`.
 pub fn listen(addr: SocketAddr) -> io::Result<RawFd> {
+    listen_proto(addr, 0)
+}
+
+/// As [`listen`] with an explicit protocol (0: TCP, [`IPPROTO_MPTCP`]).
+pub fn listen_proto(addr: SocketAddr, proto: libc::c_int) -> io::Result<RawFd> {
     let family = if addr.is_ipv4() {
         libc::AF_INET
     } else {
@@ -214,9 +234,10 @@ pub fn listen(addr: SocketAddr) -> io::Result<RawFd> {
         libc::socket(
             family,
             libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
+            proto,
         )
-    })?;
+    })
+    .map_err(|e| io::Error::new(e.kind(), format!("socket (protocol {proto}): {e}")))?;
     let r = (|| {
         set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
         let (ss, len) = sockaddr(&addr);
