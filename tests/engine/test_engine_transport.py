@@ -49,3 +49,54 @@ def test_bad_transport_use_is_refused_before_anything_runs(tmp_path: Path) -> No
     with pytest.raises(ValueError, match="valid: scheduler"):
         replay([Flow(0, "h1", "h2", 1000, 0.0)], _hosts(), tmp_path, drain=1.0,
                transport=transport, transport_options={"sched": "cfs"})
+
+
+def _spec(**changes: object) -> dict:
+    return {"topology": "twopath", "switch": "ext",
+            "schemes": [{"name": "ecf", "app": "cfs",
+                         "transport_options": {"scheduler": "ecf"}}, "cfs"],
+            "workload": {"type": "sizes", "src": "h1", "dst": "h2", "repetitions": 4,
+                         "gap": 1.5},
+            "loads": [65536], "seeds": [1], "duration": 5, **changes}
+
+
+def test_experiment_files_choose_the_transport_options() -> None:
+    from dcnlab.benchmarks.engine.schema import SpecFileError
+    from dcnlab.benchmarks.engine.spec import parse_spec
+
+    spec = parse_spec(_spec())
+    assert [s.transport_options for s in spec.schemes] == [{"scheduler": "ecf"},
+                                                           {"scheduler": "cfs"}]
+    with pytest.raises(SpecFileError, match=r"schemes\[0\]\.transport_options: unknown "
+                                            r"option\(s\) sched .* valid: scheduler"):
+        parse_spec(_spec(schemes=[{"name": "x", "app": "cfs",
+                                   "transport_options": {"sched": "ecf"}}]))
+    with pytest.raises(SpecFileError, match="has no transport"):
+        parse_spec(_spec(schemes=[{"name": "x", "app": "single_path",
+                                   "transport_options": {"scheduler": "ecf"}}]))
+
+
+def test_sizes_workload_sends_one_size_one_flow_at_a_time() -> None:
+    from dcnlab.benchmarks.engine.workloads import SizesWorkload, WorkloadError, generate
+    from dcnlab.topo.spec import parse
+
+    topo = parse("twopath")
+    flows = generate(SizesWorkload(repetitions=4, gap=1.5), topo, 65536, 1, 5.0)
+    assert [(f.src, f.dst, f.size, f.start) for f in flows] == [
+        ("h1", "h2", 65536, 1.5 * i) for i in range(4)]
+    with pytest.raises(WorkloadError, match="whole number"):
+        generate(SizesWorkload(), topo, 0.5, 1, 5.0)
+    with pytest.raises(WorkloadError):
+        generate(SizesWorkload(dst="h9"), topo, 1000, 1, 5.0)
+
+
+def test_the_shipped_seed003_experiment_parses() -> None:
+    from dcnlab.benchmarks.engine.spec import load_specs
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks/experiments/seed003.yaml"
+    specs = load_specs(path)
+    assert len(specs) == 3
+    for spec in specs:
+        assert [s.transport_options["scheduler"] for s in spec.schemes] == [
+            "minrtt", "ecf", "blest", "redundant", "cfs"]
+        assert spec.baseline == "minrtt"
