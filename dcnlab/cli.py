@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 
@@ -147,6 +148,16 @@ def _cmd_topo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_mp(args: argparse.Namespace) -> int:
+    from dcnlab.hosts.mptransport import MpError, binary
+
+    try:
+        exe = binary()
+    except MpError as exc:
+        _die(str(exc))
+    return subprocess.call([exe, *args.mp_args])
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dcnlab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -189,10 +200,18 @@ def build_parser() -> argparse.ArgumentParser:
     topo = sub.add_parser("topo", help="parse and describe a topology spec")
     topo.add_argument("spec", type=_spec_arg)
     topo.set_defaults(func=_cmd_topo)
+
+    mp = sub.add_parser("mp", help="the multipath transport: `dcnlab mp serve|send|schedulers "
+                        "...` (dcnlab-mp; `dcnlab mp --help`)", add_help=False)
+    mp.add_argument("mp_args", nargs=argparse.REMAINDER)
+    mp.set_defaults(func=_cmd_mp)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["mp"]:  # everything after `mp` belongs to dcnlab-mp, --help included
+        return _cmd_mp(argparse.Namespace(mp_args=argv[1:]))
     args = build_parser().parse_args(argv)
     from dcnlab.benchmarks.engine import ExperimentError, ResultsError, SpecFileError
     from dcnlab.topo.network import NetworkError

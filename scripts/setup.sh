@@ -71,6 +71,10 @@ if [ -f switch_ext/Cargo.toml ]; then
   fi
   say "building switch_ext (cargo build --release --locked)"
   (cd switch_ext && "$CARGO" build --release --locked --quiet)
+  if [ -f hosts/mptransport/Cargo.toml ]; then
+    say "building dcnlab-mp, the multipath transport (cargo build --release --locked)"
+    (cd hosts/mptransport && "$CARGO" build --release --locked --quiet)
+  fi
 fi
 # -- UC3 host agent's BPF object ----------------------------------------------------
 bpf=hosts/uc3_agent

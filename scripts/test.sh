@@ -14,5 +14,9 @@ echo "== switch_ext (cargo fmt, clippy, test)"
 (cd switch_ext && cargo fmt --check && cargo clippy --quiet --release --all-targets --locked \
    -- -D warnings && cargo test --quiet --release --locked)
 
+echo "== hosts/mptransport (cargo fmt, clippy, test)"
+(cd hosts/mptransport && cargo fmt --check && cargo clippy --quiet --release --all-targets \
+   --locked -- -D warnings && cargo test --quiet --release --locked)
+
 echo "== pytest"
 python -m pytest -p no:cacheprovider -q "$@" tests

@@ -240,6 +240,8 @@ def egress_options(params: LinkParams, towards_host: bool, fold_host_delay: bool
         opts.append(f"delay={params.delay_us * factor}us")
     if params.jitter_us:
         opts.append(f"jitter={params.jitter_us * factor}us")
+        if params.reorder:
+            opts.append("reorder")
     discipline = params.qdisc("egress", towards_host)
     if discipline is not None:
         # An explicit discipline replaces the default one, and with it buffer=/ecn=.

@@ -65,8 +65,10 @@ VALID_FORMS = (
     "incast:N (N senders and one receiver on one switch)",
     "dumbbell[:N[,U[,X]]] (N TCP clients in two delay groups, U UDP clients, X group-A "
     "clients behind an outside switch)",
-    "twopath (client with two disjoint paths to a server)",
-    "link options after the arguments: rate=10M, delay=25us, jitter=1ms, "
+    "twopath (client with two disjoint paths to a server: seed 003's 500 Mbit/s, RTT 20+-15 "
+    "ms and 150 Mbit/s, RTT 200+-150 ms)",
+    "link options after the arguments: rate=10M, delay=25us, jitter=1ms, reorder=1 (jitter "
+    "may reorder), "
     "buffer=100 (packets) or buffer=64KB, ecn=20 (packets)",
     "queue disciplines (switch ext): egress=NAME/KEY=VALUE/... or ingress=NAME/..., "
     "optionally scoped as egress@host=, egress@fabric=, ingress@host=, ingress@fabric=",
@@ -280,10 +282,12 @@ def _dumbbell(args: list[int], params: LinkParams) -> _Builder:
 
 
 def _twopath(args: list[int], params: LinkParams) -> _Builder:
-    """Seed 003 scaled by 1/10 in rate: a fast low-RTT path and a slow high-RTT one.
+    """Seed 003 (Table 1): a fast low-RTT path and a slow high-RTT one.
 
-    RTT 20 ms +-15 ms over 50 Mbit/s and 200 ms +-150 ms over 15 Mbit/s; the delay
-    sits on the client's access links (one way = RTT / 2).
+    Path 1 (WLAN) 500 Mbit/s, RTT 20 ms +-15 ms; path 2 (LTE) 150 Mbit/s, RTT 200 ms
+    +-150 ms; the delay sits on the client's access links (one way = RTT / 2).  ``rate=R``
+    sets path 1 to R and path 2 to 0.3 R (the seed's ratio); the RTTs stay.  Jitter keeps
+    packets in order unless ``reorder=1`` (netem's jitter, which the seed used, reorders).
     """
     _expect(args, 0, 0, "twopath")
     b = _Builder(params)
@@ -292,9 +296,9 @@ def _twopath(args: list[int], params: LinkParams) -> _Builder:
     srv = b.switch("edge", 2, 0)
     b.link(p1, srv)
     b.link(p2, srv)
-    fast = replace(params, rate_mbit=params.rate_mbit or 50.0, delay_us=10000, jitter_us=7500)
-    slow = replace(params, rate_mbit=15.0 if params.rate_mbit is None else params.rate_mbit / 3,
-                   delay_us=100000, jitter_us=75000)
+    rate = params.rate_mbit or 500.0
+    fast = replace(params, rate_mbit=rate, delay_us=10000, jitter_us=7500)
+    slow = replace(params, rate_mbit=rate * 0.3, delay_us=100000, jitter_us=75000)
     # Per-interface link parameters: add the client's two links by hand.
     name = "h1"
     ifaces = []
@@ -390,6 +394,11 @@ def _apply_option(params: LinkParams, key: str, value: str) -> LinkParams:
         return replace(params, delay_us=_parse_time_us(value))
     if key == "jitter":
         return replace(params, jitter_us=_parse_time_us(value))
+    if key == "reorder":
+        flag = value.lower()
+        if flag not in ("1", "0", "yes", "no", "true", "false", "on", "off"):
+            raise ValueError("reorder takes 1 or 0")
+        return replace(params, reorder=flag in ("1", "yes", "true", "on"))
     if key in ("buffer", "buf"):
         pkts, nbytes = _parse_buffer(value)
         return replace(params, buffer_pkts=pkts, buffer_bytes=nbytes)

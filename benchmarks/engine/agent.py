@@ -54,6 +54,7 @@ import os
 import selectors
 import socket
 import struct
+import subprocess
 import sys
 import time
 import traceback
@@ -298,6 +299,96 @@ class TcpSender:
                 "t": round(now - self.agent.t0, 6), "id": self.flow["id"],
                 "bytes_acked": info.bytes_acked, "rtt_us": info.rtt_us,
                 "cwnd": info.snd_cwnd, "retrans": info.total_retrans})
+
+
+class ProcessSender:
+    """A TCP flow sent by the scheme's transport: the plan flow's ``argv`` runs as a
+    process at the flow's start; its stdout's last JSON line is the result (``fct_ms``,
+    ``intact``, ``delivered``).  FCT is the transport's own (from its first connect to
+    the last byte acknowledged), the process start-up excluded."""
+
+    __slots__ = ("agent", "flow", "proc", "out", "t_start", "late", "done")
+
+    def __init__(self, agent: Agent, flow: dict[str, Any]) -> None:
+        self.agent = agent
+        self.flow = flow
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.out = bytearray()
+        self.t_start = 0.0
+        self.late = 0.0
+        self.done = False
+
+    def begin(self) -> None:
+        self.t_start = _now()
+        self.late = self.t_start - (self.agent.t0 + float(self.flow["start"]))
+        try:
+            self.proc = subprocess.Popen(self.flow["argv"], stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        except OSError as exc:
+            self.finish("failed", {}, f"transport: {exc.strerror or exc}")
+            return
+        assert self.proc.stdout is not None
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self.agent.sel.register(self.proc.stdout, _READ, self.on_event)
+
+    def on_event(self, mask: int) -> None:
+        if self.proc is None or self.proc.stdout is None:
+            return
+        try:
+            data = os.read(self.proc.stdout.fileno(), 65536)
+        except BlockingIOError:
+            return
+        if data:
+            self.out += data
+            return
+        code = self.proc.wait()
+        result: dict[str, Any] | None = None
+        for line in reversed(bytes(self.out).decode(errors="replace").splitlines()):
+            if line.startswith("{"):
+                try:
+                    result = json.loads(line)
+                    break
+                except ValueError:
+                    continue
+        tail = bytes(self.out[-300:]).decode(errors="replace").strip()
+        if result is None or "fct_ms" not in result:
+            self.finish("failed", {}, f"transport exit {code}: {tail}")
+            return
+        status = "ok" if result.get("intact") else "failed"
+        self.finish(status, result, "" if status == "ok" else f"not intact: {tail}")
+
+    def finish(self, status: str, result: dict[str, Any], error: str = "") -> None:
+        if self.done:
+            return
+        self.done = True
+        end = _now()
+        t0 = self.agent.t0
+        fct = result.get("fct_ms")
+        row: dict[str, Any] = {
+            "role": "tx", "id": self.flow["id"], "kind": "tcp", "sport": 0,
+            "start": round(self.t_start - t0, 6), "end": round(end - t0, 6),
+            "fct": round(fct / 1000, 6) if fct is not None else round(end - self.t_start, 6),
+            "late": round(self.late, 6), "status": status, "error": error,
+            "bytes": result.get("delivered"),
+        }
+        self.close()
+        self.agent.flow_ended(self.flow, row)
+
+    def abort(self) -> None:
+        if not self.done:
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.finish("unfinished", {}, "still running when the run was stopped")
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.agent.sel.unregister(self.proc.stdout)
+            self.proc.stdout.close()
+
+    def sample(self, now: float) -> None:
+        pass
 
 
 class UdpSender:
@@ -557,7 +648,7 @@ class Agent:
         self.zeros = memoryview(bytes(CHUNK))
         self.rbuf = bytearray(RECV_CHUNK)
         self.pending = {int(f["id"]) for f in plan["flows"]}
-        self.active: dict[int, TcpSender | UdpSender] = {}
+        self.active: dict[int, TcpSender | UdpSender | ProcessSender] = {}
         self.receivers: set[TcpReceiver] = set()
         self.rx_done: dict[int, int] = {}  # flow id -> bytes, TCP flows received in full
         self.congestion: str | None = plan.get("congestion") or None
@@ -567,6 +658,9 @@ class Agent:
         self.idle_sent = False
         self.lateness: list[float] = []
         self._listen()
+        self.server: subprocess.Popen[bytes] | None = None
+        if plan.get("serve"):
+            self._serve(plan["serve"])
 
     # -- sockets ------------------------------------------------------------
 
@@ -585,6 +679,29 @@ class Agent:
         udp.setblocking(False)
         self.udp_rx = UdpReceiver(self, udp)
         self.listeners = [tcp, udp]
+
+    def _serve(self, argv: list[str]) -> None:
+        """The scheme transport's receiver, up (its first output line) before "ready"."""
+        self.server = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert self.server.stdout is not None
+        first = self.server.stdout.readline()
+        if not first:
+            code = self.server.wait()
+            raise RuntimeError(f"transport receiver {argv[0]} exited ({code}) before "
+                               "listening")
+        # keep draining its output (one line per connection) so it never blocks
+        os.set_blocking(self.server.stdout.fileno(), False)
+        self.sel.register(self.server.stdout, _READ, self._drain_server)
+
+    def _drain_server(self, mask: int) -> None:
+        assert self.server is not None and self.server.stdout is not None
+        try:
+            data = os.read(self.server.stdout.fileno(), 65536)
+        except BlockingIOError:
+            return
+        if not data:
+            self.sel.unregister(self.server.stdout)
 
     def _set_congestion(self, sock: socket.socket) -> None:
         if self.congestion:
@@ -654,8 +771,13 @@ class Agent:
     def _begin(self, flow: dict[str, Any]) -> None:
         if not self.running or self.halted:
             return
-        sender: TcpSender | UdpSender = (UdpSender(self, flow) if flow.get("kind") == "udp"
-                                         else TcpSender(self, flow))
+        sender: TcpSender | UdpSender | ProcessSender
+        if flow.get("kind") == "udp":
+            sender = UdpSender(self, flow)
+        elif flow.get("argv"):
+            sender = ProcessSender(self, flow)
+        else:
+            sender = TcpSender(self, flow)
         self.active[int(flow["id"])] = sender
         sender.begin()
         self.lateness.append(sender.late)
@@ -746,6 +868,13 @@ class Agent:
         for receiver in list(self.receivers):
             receiver.end("still receiving when the run was stopped")
         self.udp_rx.flush()
+        if self.server is not None:
+            self.server.terminate()
+            try:
+                self.server.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.server.kill()
+                self.server.wait()
         late = sorted(self.lateness)
         self.recorder.event("stopped", flows=len(late),
                             late_max=round(late[-1], 6) if late else 0.0,

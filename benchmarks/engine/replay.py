@@ -25,10 +25,12 @@ import selectors
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from dcnlab.schemes.base import Transport
 
 from .workloads import Flow
 
@@ -56,6 +58,7 @@ class Endpoint:
         flow's port is still in use (from marking.py).
     cgroup_procs: a ``cgroup.procs`` file the agent joins before opening sockets (the
         cgroup of the scheme's host agent, whose BPF program governs the flows it sends).
+    addresses: all the host's addresses, for a scheme transport that uses several.
     """
 
     name: str
@@ -64,6 +67,8 @@ class Endpoint:
     port: int = DEFAULT_PORT
     congestion: str | None = None
     cgroup_procs: str | None = None
+    # every address of the host (multi-homed hosts: one per interface); () = (ip,)
+    addresses: tuple[str, ...] = ()
 
 
 @dataclass
@@ -99,9 +104,14 @@ def plan_for(endpoint: Endpoint, flows: Iterable[Flow], hosts: dict[str, Endpoin
              records: Path, samples: Path | None, sample_interval: float,
              port_ranges: dict[bool, tuple[int, int]] | None = None,
              elephant: Callable[[Flow], bool] | None = None, rx: Path | None = None,
-             rx_interval: float = 0.0) -> dict[str, Any]:
-    """The JSON plan of one agent: the flows it sends and where its records go."""
+             rx_interval: float = 0.0, transport: Transport | None = None,
+             transport_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON plan of one agent: the flows it sends and where its records go.
+
+    With a scheme ``transport``, the agent runs its receiver (plan ``serve``) and sends
+    each TCP flow as the transport's sender process (flow ``argv``)."""
     plan_flows = []
+    options = dict(transport_options or {})
     for f in flows:
         if f.src != endpoint.name:
             continue
@@ -112,12 +122,20 @@ def plan_for(endpoint: Endpoint, flows: Iterable[Flow], hosts: dict[str, Endpoin
             "rate_mbit": f.rate_mbit, "sport": f.sport, "dscp": f.dscp}
         if port_ranges is not None:
             row["port_range"] = list(port_ranges[bool(elephant and elephant(f))])
+        if transport is not None and f.kind != "udp":
+            if not f.size:
+                raise ReplayError(f"flow {f.id}: long-lived flows cannot use transport "
+                                  f"{transport.name} (it sends a known size)")
+            row["argv"] = transport.send(f"{dst.ip}:{transport.port}", f.size,
+                                         endpoint.addresses or (endpoint.ip,), options)
         plan_flows.append(row)
     return {"host": endpoint.name, "listen_ip": endpoint.ip, "port": endpoint.port,
             "records": str(records), "samples": str(samples) if samples else None,
             "sample_interval": sample_interval, "congestion": endpoint.congestion,
             "rx": str(rx) if rx else None, "rx_interval": rx_interval if rx else 0.0,
-            "cgroup_procs": endpoint.cgroup_procs, "flows": plan_flows}
+            "cgroup_procs": endpoint.cgroup_procs, "flows": plan_flows,
+            "serve": (transport.serve(f"{endpoint.ip}:{transport.port}")
+                      if transport is not None else None)}
 
 
 def replay(flows: list[Flow], hosts: dict[str, Endpoint], run_dir: Path, *,
@@ -125,13 +143,16 @@ def replay(flows: list[Flow], hosts: dict[str, Endpoint], run_dir: Path, *,
            port_ranges: dict[bool, tuple[int, int]] | None = None,
            elephant: Callable[[Flow], bool] | None = None,
            on_done: Callable[[int, str], None] | None = None,
-           python: str = sys.executable, rx_interval: float = 0.0) -> ReplayResult:
+           python: str = sys.executable, rx_interval: float = 0.0,
+           transport: Transport | None = None,
+           transport_options: Mapping[str, Any] | None = None) -> ReplayResult:
     """Run ``flows`` on agents in ``hosts``; every flow gets a merged record.
 
     horizon: seconds after T0 when the last flow has been scheduled to start (or stop);
     after horizon + drain, flows still running are stopped and recorded as unfinished.
     rx_interval > 0: every agent writes its receiver-side byte counts per flow to
     ``rx_<host>.jsonl`` in run_dir on that period (see agent.py; read by fairness.py).
+    transport: the scheme's transport (see :func:`plan_for`) with its options.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     used = sorted({f.src for f in flows} | {f.dst for f in flows})
@@ -145,7 +166,8 @@ def replay(flows: list[Flow], hosts: dict[str, Endpoint], run_dir: Path, *,
     try:
         for name in used:
             agents[name] = _start_agent(hosts[name], flows, hosts, run_dir, sample_interval,
-                                        port_ranges, elephant, python, rx_interval)
+                                        port_ranges, elephant, python, rx_interval,
+                                        transport, transport_options)
             sel.register(agents[name].proc.stdout, selectors.EVENT_READ, agents[name])
         _wait_ready(agents, sel)
         t0 = time.monotonic() + START_DELAY
@@ -180,7 +202,8 @@ def _start_agent(endpoint: Endpoint, flows: list[Flow], hosts: dict[str, Endpoin
                  run_dir: Path, sample_interval: float,
                  port_ranges: dict[bool, tuple[int, int]] | None,
                  elephant: Callable[[Flow], bool] | None, python: str,
-                 rx_interval: float = 0.0) -> _Agent:
+                 rx_interval: float = 0.0, transport: Transport | None = None,
+                 transport_options: Mapping[str, Any] | None = None) -> _Agent:
     records = run_dir / f"records_{endpoint.name}.jsonl"
     samples = run_dir / f"samples_{endpoint.name}.jsonl" if sample_interval > 0 else None
     rx = run_dir / f"{RX_PREFIX}{endpoint.name}.jsonl" if rx_interval > 0 else None
@@ -188,7 +211,7 @@ def _start_agent(endpoint: Endpoint, flows: list[Flow], hosts: dict[str, Endpoin
         if path is not None:
             path.unlink(missing_ok=True)  # a rerun into the same directory starts afresh
     plan = plan_for(endpoint, flows, hosts, records, samples, sample_interval, port_ranges,
-                    elephant, rx, rx_interval)
+                    elephant, rx, rx_interval, transport, transport_options)
     plan_path = run_dir / f"plan_{endpoint.name}.json"
     plan_path.write_text(json.dumps(plan))
     log = run_dir / f"agent_{endpoint.name}.log"

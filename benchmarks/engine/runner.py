@@ -385,6 +385,12 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
     started: HostSession | None = None
     try:
         _host_settings(state, net, scheme, congestion)
+        known = registry.lookup(scheme.app)
+        transport = known.transport if known is not None else None
+        if transport is not None and transport.prepare is not None:
+            for host in net.spec.hosts:
+                if len(host.interfaces) > 1:
+                    transport.prepare(net, host.name)
         if session is not None:
             hosts = tcp_senders([h.name for h in net.spec.hosts], runs)
             state.progress.set_phase(f"{scheme.name}: starting {len(hosts)} "
@@ -448,8 +454,11 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     endpoints = {h.name: Endpoint(h.name, h.ip, net.host(h.name).popen, spec.agent.port,
                                   dctcp.resolve(scheme.congestion
                                                 or spec.congestion_for(h.name)),
-                                  agents.cgroup_procs(h.name) if agents else None)
+                                  agents.cgroup_procs(h.name) if agents else None,
+                                  tuple(i.ip for i in h.interfaces))
                  for h in net.spec.hosts}
+    known = registry.lookup(scheme.app)
+    transport = known.transport if known is not None else None
     marking = spec.marking
     ranges = {True: tuple(marking.elephant_ports) if marking.ports
               else tuple(marking.other_ports), False: tuple(marking.other_ports)}
@@ -467,7 +476,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
                         sample_interval=spec.agent.sample_interval, port_ranges=ranges,
                         elephant=marking.is_elephant,
                         on_done=lambda _fid, _status: state.progress.advance(),
-                        rx_interval=spec.agent.rx_interval or 0.0)
+                        rx_interval=spec.agent.rx_interval or 0.0,
+                        transport=transport, transport_options=scheme.transport_options)
     except ReplayError as exc:
         state.errors.append(f"run {scheme.name} {label}: {exc}")
         raise _Stop from None

@@ -37,11 +37,14 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
                                   #   BPF DCTCP registered while the network runs)
         topology_options: [ecn=40p]   # topology-spec options this scheme's networks
                                   #   get on top of the experiment's (and its own)
+        transport_options: {scheduler: ecf}   # for a scheme with a transport (`dcnlab
+                                  #   schemes`): its options, over the scheme's defaults
     baseline: ecmp                # [the first scheme of the registry's baseline (ECMP),
                                   #  else the first scheme]; a list ([ecmp, single])
                                   #  also reports ratios to the others, table by table
     workload:
       type: poisson               # poisson | incast | rps_static | rps_random | longlived
+                                  #   | sizes
       ...                         # the type's parameters (workloads.py)
     loads: [0.2, 0.4]             # sweep values; meaning depends on the workload type
     seeds: [1, 2, 3]
@@ -146,6 +149,8 @@ class Scheme:
     # Topology-spec options for this scheme's networks only (after the registered
     # scheme's own).
     topology_options: list[str] = schema.field([])
+    # options of the scheme's transport (over the registered scheme's defaults)
+    transport_options: dict[str, Any] = schema.field({})
 
 
 @dataclass(frozen=True)
@@ -509,7 +514,21 @@ def _resolve(scheme: Scheme, where: str) -> Scheme:
         if available is not None and congestion not in available:
             raise SpecFileError(join(where, "congestion"), f"{congestion!r} is not available "
                                 f"on this machine (available: {', '.join(sorted(available))})")
-    return replace(scheme, agents=agents, agents_interval=interval, congestion=congestion)
+    options = dict(scheme.transport_options)
+    if options:
+        transport = known.transport if known is not None else None
+        if transport is None:
+            raise SpecFileError(join(where, "transport_options"),
+                                "this scheme has no transport (its senders use plain TCP)")
+        unknown = sorted(set(options) - set(transport.option_names))
+        if unknown:
+            raise SpecFileError(join(where, "transport_options"),
+                                f"unknown option(s) {', '.join(unknown)} of transport "
+                                f"{transport.name}; valid: {', '.join(transport.option_names)}")
+    if known is not None and known.transport is not None:
+        options = {**known.transport_options, **options}
+    return replace(scheme, agents=agents, agents_interval=interval, congestion=congestion,
+                   transport_options=options)
 
 
 def scheme_topology(spec: ExperimentSpec, scheme: Scheme) -> str:

@@ -408,12 +408,38 @@ class LongLivedWorkload:
         return _number(flows)
 
 
+@dataclass(frozen=True)
+class SizesWorkload:
+    """Seed 003: flows of one size (the sweep value, bytes) from ``src`` to ``dst``, one
+    at a time: ``repetitions`` flows whose starts are ``gap`` s apart (make it longer
+    than a flow takes, so they do not overlap)."""
+
+    SWEEP: ClassVar[str] = "size"
+    src: str = field("h1", doc="sender (twopath: the two-homed client)")
+    dst: str = field("h2", doc="receiver")
+    repetitions: int = field(30, min=1)
+    gap: float = field(2.0, unit="seconds", min=0.0)
+
+    def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None:
+        _hosts(topo, [self.src, self.dst], "hosts")
+        if self.src == self.dst:
+            raise WorkloadError("dst", "src and dst must differ")
+        if value != int(value) or value < 1:
+            raise WorkloadError("", f"size {value}: a whole number of bytes (65536 for 64 KB)")
+
+    def generate(self, topo: TopologySpec, value: float, rng: np.random.Generator,
+                 duration: float, base_dir: Path | None) -> list[Flow]:
+        return _number([Flow(0, self.src, self.dst, int(value), i * self.gap, tag="sized")
+                        for i in range(self.repetitions)])
+
+
 WORKLOAD_TYPES: dict[str, type] = {
     "poisson": PoissonWorkload,
     "incast": IncastWorkload,
     "rps_static": RpsStaticWorkload,
     "rps_random": RpsRandomWorkload,
     "longlived": LongLivedWorkload,
+    "sizes": SizesWorkload,
 }
 
 

@@ -39,6 +39,9 @@ class LinkParams:
     rate_mbit: float | None = None
     delay_us: int = 0
     jitter_us: int = 0
+    # jitter may reorder packets (netem's behaviour); False: a packet never leaves before
+    # its predecessor, jitter only delays (switch_ext's default)
+    reorder: bool = False
     buffer_pkts: int | None = None
     buffer_bytes: int | None = None
     ecn_threshold_pkts: int | None = None

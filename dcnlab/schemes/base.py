@@ -99,6 +99,32 @@ class HostParts:
     summary_column: tuple[str, str, str] | None = None
 
 
+# ---------------------------------------------------------------------------- transport
+
+
+@dataclass(frozen=True)
+class Transport:
+    """A transport a scheme's senders use instead of one kernel TCP connection per flow.
+
+    The traffic agents run ``serve(listen)`` (``listen`` = "ip:port", port ``port``) in
+    every host for the whole run, and each TCP flow as the process
+    ``send(destination "ip:port", size in bytes, the sending host's addresses, options)``;
+    that process's last JSON line on stdout is the flow's result, with at least
+    ``fct_ms`` and ``intact`` (and ``delivered``, bytes).  ``prepare(net, host)`` runs once
+    per host with several interfaces after the network started (source routing, say).
+    ``options`` come from the scheme (:attr:`Scheme.transport_options`) and the
+    experiment file (``transport_options``); ``option_names`` are the valid keys.
+    """
+
+    name: str
+    summary: str
+    port: int
+    serve: Callable[[str], list[str]]
+    send: Callable[[str, int, Sequence[str], Mapping[str, Any]], list[str]]
+    prepare: Callable[[Any, str], None] | None = None
+    option_names: tuple[str, ...] = ()
+
+
 # ---------------------------------------------------------------------------- results
 
 
@@ -131,6 +157,7 @@ class Scheme:
     ``congestion`` the TCP congestion control its senders use (None: the experiment's).
     ``check`` is the scheme's own invariant for ``dcnlab check``; ``check_topology`` a
     topology spec on which that invariant means something (the CLI's hint).
+    ``transport`` replaces the traffic agents' plain TCP connections (:class:`Transport`).
     """
 
     name: str
@@ -148,6 +175,10 @@ class Scheme:
     controller: ControllerColumns = field(default_factory=ControllerColumns)
     # the reference other schemes are compared with when an experiment names none
     baseline: bool = False
+    # the transport its senders use (None: one kernel TCP connection per flow) and its
+    # default options (an experiment's ``transport_options`` win)
+    transport: Transport | None = None
+    transport_options: Mapping[str, Any] = field(default_factory=dict)
 
     def options_for(self, switch: str) -> dict[str, Any]:
         return dict(self.switch_options.get(switch, {}))

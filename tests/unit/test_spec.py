@@ -147,3 +147,21 @@ def test_bad_specs_say_why_and_list_valid_forms(spec: str, why: str) -> None:
     text = str(err.value)
     assert why in text
     assert "valid forms:" in text and "fattree:K" in text and "spineleaf:S,L,H" in text
+
+
+def test_twopath_has_the_seed_003_paths_and_reorder_is_an_option() -> None:
+    from dcnlab.topo.ext_switch import egress_options
+
+    spec = parse("twopath")
+    h1 = {lk.a_port: lk.params for lk in spec.links if lk.a == "h1"}
+    assert (h1[0].rate_mbit, h1[0].delay_us, h1[0].jitter_us) == (500.0, 10000, 7500)
+    assert (h1[1].rate_mbit, h1[1].delay_us, h1[1].jitter_us) == (150.0, 100000, 75000)
+    assert not h1[0].reorder
+    assert "reorder" not in egress_options(h1[0], towards_host=True)
+    scaled = {lk.a_port: lk.params for lk in parse("twopath:rate=100M,reorder=1").links
+              if lk.a == "h1"}
+    assert (scaled[0].rate_mbit, scaled[1].rate_mbit) == (100.0, 30.0)
+    assert scaled[1].delay_us == 100000 and scaled[1].reorder
+    assert "reorder" in egress_options(scaled[1], towards_host=True)
+    with pytest.raises(SpecError, match="reorder"):
+        parse("twopath:reorder=maybe")
