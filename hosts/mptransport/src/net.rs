@@ -147,6 +147,24 @@ pub fn connect_from(src: Option<SocketAddr>, dst: SocketAddr, lowat: u32) -> io:
 /// compared with).
 pub const IPPROTO_MPTCP: libc::c_int = 262;
 
+/// A non-blocking, close-on-exec stream socket of `addr`'s family and protocol `proto`.
+fn stream_socket(addr: &SocketAddr, proto: libc::c_int) -> io::Result<RawFd> {
+    let family = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    // SAFETY: plain socket call.
+    check(unsafe {
+        libc::socket(
+            family,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            proto,
+        )
+    })
+    .map_err(|e| io::Error::new(e.kind(), format!("socket (protocol {proto}): {e}")))
+}
+
 /// As [`connect_from`] with an explicit protocol (0: TCP, [`IPPROTO_MPTCP`]).
 pub fn connect_proto(
     src: Option<SocketAddr>,
@@ -154,20 +172,7 @@ pub fn connect_proto(
     lowat: u32,
     proto: libc::c_int,
 ) -> io::Result<RawFd> {
-    let family = if dst.is_ipv4() {
-        libc::AF_INET
-    } else {
-        libc::AF_INET6
-    };
-    // SAFETY: plain socket call.
-    let fd = check(unsafe {
-        libc::socket(
-            family,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            proto,
-        )
-    })
-    .map_err(|e| io::Error::new(e.kind(), format!("socket (protocol {proto}): {e}")))?;
+    let fd = stream_socket(&dst, proto)?;
     let setup = || -> io::Result<()> {
         set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
         if lowat > 0 {
@@ -224,20 +229,7 @@ pub fn listen(addr: SocketAddr) -> io::Result<RawFd> {
 
 /// As [`listen`] with an explicit protocol (0: TCP, [`IPPROTO_MPTCP`]).
 pub fn listen_proto(addr: SocketAddr, proto: libc::c_int) -> io::Result<RawFd> {
-    let family = if addr.is_ipv4() {
-        libc::AF_INET
-    } else {
-        libc::AF_INET6
-    };
-    // SAFETY: plain socket call.
-    let fd = check(unsafe {
-        libc::socket(
-            family,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            proto,
-        )
-    })
-    .map_err(|e| io::Error::new(e.kind(), format!("socket (protocol {proto}): {e}")))?;
+    let fd = stream_socket(&addr, proto)?;
     let r = (|| {
         set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
         let (ss, len) = sockaddr(&addr);
