@@ -299,6 +299,11 @@ pub fn accept(fd: RawFd) -> io::Result<Option<(RawFd, SocketAddr)>> {
 pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
     // SAFETY: buf is valid for buf.len() bytes.
     let r = unsafe { libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+    syscall_result(r as isize)
+}
+
+/// A non-blocking call's result: the count, None when it would block, or the error.
+fn syscall_result(r: isize) -> io::Result<Option<usize>> {
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::WouldBlock {
@@ -320,14 +325,7 @@ pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
             libc::MSG_NOSIGNAL,
         )
     };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::WouldBlock {
-            return Ok(0);
-        }
-        return Err(e);
-    }
-    Ok(r as usize)
+    Ok(syscall_result(r as isize)?.unwrap_or(0))
 }
 
 /// writev(2) of two buffers (MSG_NOSIGNAL); WouldBlock is `Ok(0)`.
@@ -347,14 +345,7 @@ pub fn write2(fd: RawFd, a: &[u8], b: &[u8]) -> io::Result<usize> {
     msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
     msg.msg_iovlen = 2;
     let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::WouldBlock {
-            return Ok(0);
-        }
-        return Err(e);
-    }
-    Ok(r as usize)
+    Ok(syscall_result(r as isize)?.unwrap_or(0))
 }
 
 /// Closes with an RST (SO_LINGER 0): how a test kills a path abruptly.
