@@ -9,7 +9,10 @@
 
 use std::collections::BTreeSet;
 
-use dcnlab_switch::datapath::{Datapath, DpConfig, FailMode};
+mod common;
+
+use common::send;
+use dcnlab_switch::datapath::{Datapath, FailMode};
 use dcnlab_switch::group::SelectMode;
 use dcnlab_switch::ofp::codec::*;
 use dcnlab_switch::ofp::consts::*;
@@ -18,28 +21,7 @@ use dcnlab_switch::packet::{crc32c, inet_csum, Field, Key};
 // ---------------------------------------------------------------------------- harness
 
 fn datapath(mode: SelectMode) -> Datapath {
-    let mut dp = Datapath::new(DpConfig {
-        name: "conf".into(),
-        dpid: 1,
-        n_tables: 4,
-        select_mode: mode,
-        fail_mode: FailMode::Secure,
-        seed: 7,
-    });
-    for p in 1..=4 {
-        dp.add_port(
-            PortDesc { port_no: p, hw_addr: [2, 0, 0, 0, 0, p as u8], ..Default::default() },
-            true,
-            0,
-        );
-    }
-    dp.connected = true;
-    dp
-}
-
-fn send(dp: &mut Datapath, body: Body) -> Vec<Msg> {
-    dp.handle_raw(&Msg::new(9, body).encode(), 0);
-    std::mem::take(&mut dp.ctrl)
+    common::datapath(mode, FailMode::Secure, 4, 7)
 }
 
 /// An OFPFC_ADD flow mod (the fields the cases vary; the rest as a controller sends).

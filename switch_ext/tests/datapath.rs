@@ -3,7 +3,10 @@
 
 use std::collections::HashMap;
 
-use dcnlab_switch::datapath::{Datapath, DpConfig, FailMode};
+mod common;
+
+use common::send;
+use dcnlab_switch::datapath::{Datapath, FailMode};
 use dcnlab_switch::group::{Rng, SelectMode};
 use dcnlab_switch::linkem::{Egress, LinkParams};
 use dcnlab_switch::ofp::codec::*;
@@ -16,28 +19,7 @@ use dcnlab_switch::qdisc::{Arrival, IngressCtx, IngressQdisc, QueueLen};
 const SEC: u64 = 1_000_000_000;
 
 fn dp_with(mode: SelectMode, fail: FailMode, ports: u32) -> Datapath {
-    let mut dp = Datapath::new(DpConfig {
-        name: "s1".into(),
-        dpid: 1,
-        n_tables: 4,
-        select_mode: mode,
-        fail_mode: fail,
-        seed: 42,
-    });
-    for p in 1..=ports {
-        dp.add_port(
-            PortDesc { port_no: p, hw_addr: [2, 0, 0, 0, 0, p as u8], ..Default::default() },
-            true,
-            0,
-        );
-    }
-    dp.connected = true;
-    dp
-}
-
-fn send(dp: &mut Datapath, body: Body) -> Vec<Msg> {
-    dp.handle_raw(&Msg::new(9, body).encode(), 0);
-    std::mem::take(&mut dp.ctrl)
+    common::datapath(mode, fail, ports, 42)
 }
 
 fn basic(field: u8, v: &[u8]) -> Oxm {

@@ -2,25 +2,15 @@
 //! message handler never panic, and every rejected message gets exactly one OFPT_ERROR
 //! carrying the request's xid.
 
-use dcnlab_switch::datapath::{Datapath, DpConfig, FailMode};
+mod common;
+
+use dcnlab_switch::datapath::{Datapath, FailMode};
 use dcnlab_switch::group::SelectMode;
-use dcnlab_switch::ofp::codec::{Body, Msg, PortDesc};
+use dcnlab_switch::ofp::codec::{Body, Msg};
 use proptest::prelude::*;
 
 fn datapath() -> Datapath {
-    let mut dp = Datapath::new(DpConfig {
-        name: "s1".into(),
-        dpid: 1,
-        n_tables: 4,
-        select_mode: SelectMode::Random,
-        fail_mode: FailMode::Secure,
-        seed: 3,
-    });
-    for p in 1..=2 {
-        dp.add_port(PortDesc { port_no: p, ..Default::default() }, true, 0);
-    }
-    dp.connected = true;
-    dp
+    common::datapath(SelectMode::Random, FailMode::Secure, 2, 3)
 }
 
 fn vectors() -> Vec<Vec<u8>> {

@@ -1,0 +1,34 @@
+//! Shared by the integration tests: an in-memory datapath with a controller attached.
+
+use dcnlab_switch::datapath::{Datapath, DpConfig, FailMode};
+use dcnlab_switch::group::SelectMode;
+use dcnlab_switch::ofp::codec::{Body, Msg, PortDesc};
+
+/// A datapath with 4 tables and ports 1..=`ports` (MAC 02:00:00:00:00:<port>), up and
+/// connected to a controller.
+pub fn datapath(mode: SelectMode, fail: FailMode, ports: u32, seed: u64) -> Datapath {
+    let mut dp = Datapath::new(DpConfig {
+        name: "s1".into(),
+        dpid: 1,
+        n_tables: 4,
+        select_mode: mode,
+        fail_mode: fail,
+        seed,
+    });
+    for p in 1..=ports {
+        dp.add_port(
+            PortDesc { port_no: p, hw_addr: [2, 0, 0, 0, 0, p as u8], ..Default::default() },
+            true,
+            0,
+        );
+    }
+    dp.connected = true;
+    dp
+}
+
+/// A controller message through the wire codec; what the datapath answered.
+#[allow(dead_code)] // not every test binary sends messages
+pub fn send(dp: &mut Datapath, body: Body) -> Vec<Msg> {
+    dp.handle_raw(&Msg::new(9, body).encode(), 0);
+    std::mem::take(&mut dp.ctrl)
+}
