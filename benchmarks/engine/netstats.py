@@ -251,8 +251,8 @@ def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None) -> list[S
 
 def render(summary: list[SummaryRow], schemes: list[str], baseline: str | None,
            sweep: str) -> str:
-    """One block per sweep value: a row per metric, a column per scheme (mean ± CI,
-    and the ratio to the baseline in brackets)."""
+    """One block per sweep value: a row per metric that some scheme has, a column per
+    scheme (mean ± CI, and the ratio to the baseline in brackets)."""
     if not summary:
         return ""
     by = {(r.scheme, r.load, r.metric): r for r in summary}
@@ -264,6 +264,8 @@ def render(summary: list[SummaryRow], schemes: list[str], baseline: str | None,
                                              for r in summary)]
         lines.append("    " + f"{'':20}" + "".join(f"{s:>26}" for s in present))
         for metric in METRICS:
+            if all((s, load, metric) not in by for s in present):
+                continue  # not measured here (no switch histograms on ovs, say)
             cells = []
             for s in present:
                 r = by.get((s, load, metric))

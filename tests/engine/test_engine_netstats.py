@@ -72,3 +72,13 @@ def test_summary_ratios_and_render() -> None:
     assert math.isclose(by[("new", "drops")].ratio, 0.25)
     text = netstats.render(summary, ["base", "new"], "base", "senders")
     assert "Q_out mean (pkts)" in text and "[0.50]" in text and "senders 10" in text
+
+
+def test_render_leaves_out_what_no_scheme_measured() -> None:
+    # Open vSwitch has no queue histograms: a run there has host figures only.
+    rows = [{"scheme": s, "load": 0.2, "seed": seed, "goodput_mbps": g, "rtos": 0}
+            for s, g in (("ecmp", 9.0), ("single", 9.5)) for seed in (1, 2)]
+    text = netstats.render(netstats.summarize(rows, "ecmp"), ["ecmp", "single"], "ecmp",
+                           "load")
+    assert "goodput" in text and "RTOs" in text
+    assert "Q_out" not in text and "Q_in" not in text and "drops" not in text
