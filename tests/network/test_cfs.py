@@ -54,10 +54,13 @@ def test_every_scheduler_transfers_1mb_intact(twopath, sched: str) -> None:
     assert res["intact"] is True and res["delivered"] == 1 << 20, res
     assert [s["alive"] for s in res["subflows"]] == [True, True], res
     assert sum(s["bytes"] for s in res["subflows"]) == (1 << 20) + res["dup_bytes"], res
-    if sched == "redundant":
-        assert all(s["bytes"] >= 1 << 20 for s in res["subflows"]) or res["dup_bytes"] > 0
+    if sched == "redundant" and min(s["bytes"] for s in res["subflows"]) > 0:
+        # every segment goes on every subflow: what the slow path carried is a duplicate
+        assert res["dup_bytes"] > 0, res
     # (whether the slow path carries any of 1 MB depends on the scheduler and on when its
-    # 200 ms handshake completes; the 16 MB tests below require both paths)
+    # 200 ms handshake completes -- 1 MB may be done on the fast path before -- so only
+    # what follows from the bytes each path did carry is asserted; the 16 MB tests below
+    # require both paths)
 
 
 @pytest.mark.parametrize("sched", ["minrtt", "cfs"])
