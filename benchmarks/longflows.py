@@ -129,7 +129,7 @@ def sink(port: int, out: Path, period: float) -> None:
 
 
 def send(host: str, port: int, seconds: float, cc: str | None, cgroup_procs: str | None,
-         ) -> None:
+         wait_go: bool = False) -> None:
     if cgroup_procs:
         Path(cgroup_procs).write_text(str(__import__("os").getpid()))
     sock = socket.socket()
@@ -137,6 +137,8 @@ def send(host: str, port: int, seconds: float, cc: str | None, cgroup_procs: str
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
     sock.connect((host, port))
     print(sock.getsockname()[1], flush=True)
+    if wait_go:  # connected; the data starts when the caller says so (a line on stdin)
+        sys.stdin.readline()
     buf = b"x" * CHUNK
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -157,11 +159,14 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--seconds", type=float, required=True)
     c.add_argument("--cc", default=None, help="congestion control (e.g. reno)")
     c.add_argument("--cgroup-procs", default=None)
+    c.add_argument("--wait-go", action="store_true",
+                   help="after connecting, send only once a line arrives on stdin (so many "
+                        "senders started one by one begin together)")
     args = parser.parse_args(argv)
     if args.cmd == "sink":
         sink(args.port, args.out, args.period)
     else:
-        send(args.host, args.port, args.seconds, args.cc, args.cgroup_procs)
+        send(args.host, args.port, args.seconds, args.cc, args.cgroup_procs, args.wait_go)
     return 0
 
 

@@ -41,6 +41,18 @@ START_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 30.0
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of one process from /proc (0 once it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    # Fields after the parenthesised command name (which may hold spaces): utime and
+    # stime are fields 14 and 15 of proc(5), 12 and 13 after the name.
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class AgentStartError(RuntimeError):
     """An agent did not come up; the message carries its log tail."""
 
@@ -174,6 +186,11 @@ class HostAgents:
     def dead(self) -> list[str]:
         """Hosts whose agent has exited."""
         return [h for h, proc in self.procs.items() if proc.poll() is not None]
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the running agents have used so far, in seconds."""
+        return sum(process_cpu_seconds(proc.pid) for proc in self.procs.values()
+                   if proc.poll() is None)
 
     def log_tail(self, host: str, chars: int = 2000) -> str:
         try:

@@ -10,6 +10,7 @@ the clients and the senders in the agents' cgroups.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,17 +40,22 @@ def fairness_run(net: Any, clients: list[str], server: str, out: Path, *,
         procs.append(sink)
         if sink.stdout.readline().strip() != "listening":
             raise RuntimeError(f"sink on {server} did not start")
-        started = time.time()
         keys = {}
         for client in clients:
             cmd = [py, "-m", "dcnlab.benchmarks.longflows", "send", "--host",
                    net.host(server).IP(), "--port", str(port), "--seconds", f"{seconds:g}",
-                   "--cc", CONGESTION]
+                   "--cc", CONGESTION, "--wait-go"]
             if agents is not None:
                 cmd += ["--cgroup-procs", str(agents.cgroup_procs(client))]
-            proc = net.host(client).popen(cmd, text=True)
+            proc = net.host(client).popen(cmd, text=True, stdin=subprocess.PIPE)
             procs.append(proc)
             keys[client] = f"{net.host(client).IP()}:{int(proc.stdout.readline())}"
+        # Every flow is connected; start them together, so that with many clients on a
+        # loaded machine the last one does not begin after the measurement window.
+        started = time.time()
+        for proc in procs[1:]:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
         for proc in procs[1:]:
             proc.wait(timeout=seconds + 30)
     finally:
@@ -66,27 +72,42 @@ def fairness_run(net: Any, clients: list[str], server: str, out: Path, *,
 
 
 def rtt_pair(spec: TopologySpec) -> tuple[list[str], str]:
-    """The shortest-RTT group-A client, the longest-RTT group-B client and the server."""
+    """The shortest-RTT group-A client, the longest-RTT group-B client and the server.
+
+    Group A is split into A' and A'' when the dumbbell has an outside switch."""
     clients = [h for h in spec.hosts if h.role == "client"]
-    a = [h.name for h in clients if h.group == "A"]
+    a = [h.name for h in clients if h.group.startswith("A")]
     b = [h.name for h in clients if h.group == "B"]
     server = next(h.name for h in spec.hosts if h.role == "server")
     return [a[0], b[-1]], server
 
 
+def all_clients(spec: TopologySpec) -> tuple[list[str], str]:
+    """Every TCP client of the dumbbell (both delay groups) and the server."""
+    clients = [h.name for h in spec.hosts if h.role == "client"]
+    server = next(h.name for h in spec.hosts if h.role == "server")
+    return clients, server
+
+
 def uc3_fairness(net: Any, spec: TopologySpec, files: AgentFiles,
                  ) -> tuple[dict[str, Any], list[str]]:
-    """Plain TCP, then UC3 on the same two flows; fails below Jain MIN_JAIN with UC3."""
+    """Plain TCP, then UC3, one long flow from every client; fails below Jain MIN_JAIN
+    with UC3.  ``agent_cpu`` is what all agents together used during the UC3 run, in
+    cores (CPU seconds over wall seconds), so the scheme's host-side cost is on record
+    at every client count."""
     if spec.family != "dumbbell":
         return {}, ["the uc3 check needs a dumbbell topology (two delay groups)"]
-    clients, server = rtt_pair(spec)
+    clients, server = all_clients(spec)
     plain = fairness_run(net, clients, server, files.directory / "rx-plain.jsonl")
     with HostAgents(net, files, clients) as agents:
         agents.wait_connected()
+        cpu0, wall0 = agents.cpu_seconds(), time.monotonic()
         uc3 = fairness_run(net, clients, server, files.directory / "rx-uc3.jsonl",
                            agents=agents, port=SINK_PORT + 1)
+        agent_cpu = (agents.cpu_seconds() - cpu0) / (time.monotonic() - wall0)
         state = net.state() or {}
-    fields = {"jain": uc3["jain"], "jain_plain": plain["jain"],
+    fields = {"jain": uc3["jain"], "jain_plain": plain["jain"], "clients": len(clients),
+              "agent_cpu": round(agent_cpu, 4),
               "uc3_rates_mbit": uc3["rates_mbit"], "plain_rates_mbit": plain["rates_mbit"],
               "uc3_total_mbit": uc3["total_mbit"], "plain_total_mbit": plain["total_mbit"],
               "uc3_counters": {k: v for k, v in state.get("counters", {}).items()
