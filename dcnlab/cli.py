@@ -68,7 +68,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from dcnlab.benchmarks.engine import run_experiment
-    from dcnlab.benchmarks.engine.runner import resume_source
+    from dcnlab.benchmarks.engine.runner import resume_source, select_scenarios
     from dcnlab.benchmarks.engine.spec import load_specs
 
     if args.resume is not None:
@@ -78,10 +78,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         args.experiment, args.out = str(resume_source(args.resume)), args.resume
     elif args.experiment is None:
         _die("give an experiment file (or --resume DIR)")
-    load_specs(args.experiment)  # a bad spec file is reported before asking for root
+    wanted = [s for s in args.scenarios.split(",") if s] if args.scenarios else None
+    # A bad spec file or scenario name is reported before asking for root.
+    select_scenarios(load_specs(args.experiment), wanted)
     _require_root()
     result = run_experiment(args.experiment, args.out, progress=not args.quiet,
-                            resume=args.resume is not None)
+                            resume=args.resume is not None, scenarios=wanted)
     if args.quiet:  # otherwise the progress output already ended with table and place
         print(result.table)
         print(f"dcnlab: results in {result.out_dir}")
@@ -188,6 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="continue the interrupted or failed experiment in DIR: keep its "
                      "finished runs, run the rest")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--scenarios", metavar="A,B", default=None,
+                     help="run only these scenarios of the experiment file")
     run.set_defaults(func=_cmd_run)
 
     rep = sub.add_parser("report", help="re-render table and plots from a results directory")

@@ -64,11 +64,27 @@ from .results import (
     write_csv,
     write_json,
 )
+from .schema import SpecFileError
 from .spec import NO_AGENTS, ExperimentSpec, Scheme, load_specs, scheme_topology
 from .table import fmt
 from .workloads import Flow, generate
 
 DEFAULT_RESULTS = Path("results")
+
+
+def select_scenarios(specs: list[ExperimentSpec], wanted: list[str] | None,
+                     ) -> list[ExperimentSpec]:
+    """The specs of the ``wanted`` scenarios, in the file's order (all when None)."""
+    if wanted is None:
+        return specs
+    names = [spec.scenario for spec in specs if spec.scenario]
+    unknown = [w for w in wanted if w not in names]
+    if not names:
+        raise SpecFileError("--scenarios", "this experiment has no scenarios to choose from")
+    if unknown:
+        raise SpecFileError("--scenarios", f"no scenario {', '.join(map(repr, unknown))} in this "
+                              f"experiment; it has: {', '.join(names)}")
+    return [spec for spec in specs if spec.scenario in wanted]
 
 
 class ExperimentError(RuntimeError):
@@ -123,12 +139,14 @@ class _Stop(Exception):
 
 
 def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None
-                   = None, progress: bool = True, resume: bool = False) -> RunResult:
+                   = None, progress: bool = True, resume: bool = False,
+                   scenarios: list[str] | None = None) -> RunResult:
     """Run the experiment in ``spec_path``; results go to ``out_dir``
     (default ``results/<name>``; with scenarios, one subdirectory per scenario).
     ``resume``: continue an interrupted or failed run in ``out_dir`` (see the module doc).
+    ``scenarios``: run only these scenarios of the file.
     See the module doc for what happens on errors."""
-    specs = load_specs(spec_path)
+    specs = select_scenarios(load_specs(spec_path), scenarios)
     out = Path(out_dir) if out_dir is not None else DEFAULT_RESULTS / specs[0].name
     outs = [out / spec.scenario if spec.scenario else out for spec in specs]
     # Per spec: the runs already recorded (resuming), or None (a fresh directory).

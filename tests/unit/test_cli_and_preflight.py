@@ -109,3 +109,17 @@ def test_run_names_the_scenario_files_holding_unfinished_flows(
     assert "3 flow(s) did not complete" in err
     assert str(tmp_path / "datamining" / "flows.csv") in err
     assert "websearch" not in err
+
+
+def test_unknown_scenario_is_named_with_the_valid_ones(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    spec = Path(__file__).parents[2] / "benchmarks" / "experiments" / "seed004.yaml"
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # reaching the root check = accepted
+    with pytest.raises(SystemExit):
+        cli.main(["run", str(spec), "--scenarios", "clients16,alpha"])
+    assert "needs root" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", str(spec), "--scenarios", "clients16,clients7"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "'clients7'" in err and "clients4, clients16" in err and "needs root" not in err
