@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use crate::ofp::codec::{Action, FlowMod, Instruction, Match, OfpErr, Oxm};
+use crate::ofp::codec::{Action, FlowMod, Instruction, Match, OfpErr, Oxm, NXM_CLASS_0, NXM_CLASS_1};
 use crate::ofp::consts::*;
 use crate::packet::{Field, Key};
 
@@ -31,8 +31,27 @@ pub fn oxm_field(o: &Oxm) -> Option<Field> {
     match (o.class, o.experimenter) {
         (OFPXMC_OPENFLOW_BASIC, None) => Field::from_basic(o.field),
         (OFPXMC_EXPERIMENTER, Some(ONF_EXPERIMENTER_ID)) if o.field == 42 => Some(Field::TcpFlags),
+        // NXM_NX_REG0..7, as Ryu encodes `reg0=` in an OpenFlow 1.3 match.
+        (NXM_CLASS_1, None) => Field::reg(o.field),
         _ => None,
     }
+}
+
+/// The OXM TLV that matches `field` under `mask` (no mask when it covers the whole
+/// field): how a flow the switch built itself (learn) shows in stats and flow-removed.
+pub fn oxm_for(field: Field, value: u128, mask: u128) -> Oxm {
+    let w = field.width();
+    let bytes = |v: u128| v.to_be_bytes()[16 - w..].to_vec();
+    let mask = (mask != field.value_bits()).then(|| bytes(mask));
+    let (class, number, experimenter) = match field {
+        Field::TcpFlags => (OFPXMC_EXPERIMENTER, 42, Some(ONF_EXPERIMENTER_ID)),
+        Field::VlanTci => (NXM_CLASS_0, 4, None),
+        f => match f.reg_index() {
+            Some(n) => (NXM_CLASS_1, n as u8, None),
+            None => (OFPXMC_OPENFLOW_BASIC, f as u8, None),
+        },
+    };
+    Oxm { class, field: number, experimenter, value: bytes(value), mask }
 }
 
 fn bm(code: u16) -> OfpErr {
@@ -68,6 +87,18 @@ impl MatchSpec {
         let spec = MatchSpec { fields, raw: m.clone() };
         spec.check_prereqs()?;
         Ok(spec)
+    }
+
+    /// A match the switch builds itself (a learned flow): fields as given, in field
+    /// order, value bits outside the mask cleared; `raw` lists them as OXM TLVs.
+    pub fn from_fields(mut fields: Vec<MField>) -> MatchSpec {
+        fields.sort_by_key(|m| m.field);
+        for m in &mut fields {
+            m.mask &= m.field.value_bits();
+            m.value &= m.mask;
+        }
+        let raw = Match { fields: fields.iter().map(|m| oxm_for(m.field, m.value, m.mask)).collect() };
+        MatchSpec { fields, raw }
     }
 
     fn exact(&self, f: Field) -> Option<u128> {

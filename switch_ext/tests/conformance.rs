@@ -609,6 +609,15 @@ fn spec_name(f: Field) -> &'static str {
         Icmpv6Type => "icmpv6_type",
         Icmpv6Code => "icmpv6_code",
         TcpFlags => "tcp_flags",
+        Reg0 => "reg0",
+        Reg1 => "reg1",
+        Reg2 => "reg2",
+        Reg3 => "reg3",
+        Reg4 => "reg4",
+        Reg5 => "reg5",
+        Reg6 => "reg6",
+        Reg7 => "reg7",
+        VlanTci => "vlan_tci",
     }
 }
 

@@ -200,6 +200,7 @@ pub const OFPBRC_BAD_PACKET: u16 = 12;
 pub const OFPBAC_BAD_TYPE: u16 = 0;
 pub const OFPBAC_BAD_LEN: u16 = 1;
 pub const OFPBAC_BAD_EXPERIMENTER: u16 = 2;
+pub const OFPBAC_BAD_EXP_TYPE: u16 = 3;
 pub const OFPBAC_BAD_OUT_PORT: u16 = 4;
 pub const OFPBAC_BAD_ARGUMENT: u16 = 5;
 pub const OFPBAC_BAD_OUT_GROUP: u16 = 9;
