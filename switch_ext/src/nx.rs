@@ -278,6 +278,14 @@ pub fn learn_flow(l: &Learn, k: &Key) -> (MatchSpec, Vec<Action>) {
             }
         }
     }
+    // A whole 16-bit NXM_OF_IN_PORT is an OpenFlow 1.0 port number: the learned flow
+    // matches the 32-bit port it stands for (reserved ports move up), as in_port=N.
+    for m in &mut fields {
+        if m.field == Field::InPort && m.mask == 0xffff {
+            m.value = port_from_u16(m.value as u16) as u128;
+            m.mask = 0xffff_ffff;
+        }
+    }
     if l.fin_idle_timeout != 0 || l.fin_hard_timeout != 0 {
         actions.push(Action::Nx(NxAction::FinTimeout {
             fin_idle_timeout: l.fin_idle_timeout,
@@ -413,6 +421,22 @@ mod tests {
         assert!(!m.matches(&kb));
         assert_eq!(m.raw.fields.len(), 3);
         assert!(m.raw.fields.iter().any(|o| o.class == NXM_CLASS_1 && o.field == 0 && o.mask.is_some()));
+    }
+
+    #[test]
+    fn a_learned_16_bit_in_port_is_the_32_bit_port() {
+        let f = ipv4_udp([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 0, b"");
+        let l = learn(vec![LearnSpec {
+            n_bits: 16,
+            src: LearnSrc::Field { field: NXM_IN_PORT, ofs: 0 },
+            dst: LearnDst::Match { field: NXM_IN_PORT, ofs: 0 },
+        }]);
+        let (m, _) = learn_flow(&l, &Key::parse(&f, 7));
+        assert_eq!(m.fields, vec![MField { field: Field::InPort, value: 7, mask: 0xffff_ffff }]);
+        assert_eq!(m.raw.fields, vec![Oxm::basic(0, vec![0, 0, 0, 7], None)]);
+        // OFPP_LOCAL as an OpenFlow 1.0 number (0xfffe).
+        let (m, _) = learn_flow(&l, &Key::parse(&f, 0xffff_fffe));
+        assert_eq!(m.fields[0].value, 0xffff_fffe);
     }
 
     #[test]

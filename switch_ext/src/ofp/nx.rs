@@ -81,9 +81,10 @@ pub struct SubField {
     pub n_bits: u16,
 }
 
-/// Packs a bit range as reg_load and output_reg carry it.
+/// Packs a bit range as reg_load and output_reg carry it (`ofs` < 1024, `n_bits` 1..=64:
+/// the values the decoder yields; others are truncated to their fields, never a panic).
 pub fn ofs_nbits(ofs: u16, n_bits: u16) -> u16 {
-    (ofs << 6) | (n_bits - 1)
+    ((ofs & 0x3ff) << 6) | (n_bits.wrapping_sub(1) & 0x3f)
 }
 
 fn split_ofs_nbits(v: u16) -> (u16, u16) {
