@@ -569,7 +569,8 @@ impl Datapath {
                 }
                 Action::SetField(o) => {
                     let f = oxm_field(o).ok_or(bac(OFPBAC_BAD_SET_TYPE))?;
-                    if !nx::settable(f) {
+                    // Registers too, as Open vSwitch allows (Ryu: OFPActionSetField(reg0=..)).
+                    if !nx::settable(f) && f.reg_index().is_none() {
                         return Err(bac(OFPBAC_BAD_SET_TYPE));
                     }
                     if o.mask.is_some() || o.value.len() != f.width() {
@@ -1057,7 +1058,9 @@ impl Datapath {
                 Action::Group(g) => self.exec_group(*g, pkt, depth, now_ns),
                 Action::SetField(o) => {
                     if let Some(f) = oxm_field(o) {
-                        if o.value.len() == f.width()
+                        if let (Some(r), Ok(v)) = (f.reg_index(), <[u8; 4]>::try_from(&o.value[..])) {
+                            pkt.key.regs[r] = u32::from_be_bytes(v);
+                        } else if o.value.len() == f.width()
                             && packet::set_field(&mut pkt.frame, &pkt.key, f, &o.value)
                         {
                             pkt.reparse();

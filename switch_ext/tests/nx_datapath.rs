@@ -451,6 +451,42 @@ fn registers_start_at_zero_load_move_and_match() {
 }
 
 #[test]
+fn set_field_writes_a_register_and_is_accepted_in_the_action_set() {
+    let mut dp = datapath();
+    let set_reg = |n: u8, v: u32| {
+        Action::SetField(Oxm {
+            class: NXM_CLASS_1,
+            field: n,
+            experimenter: None,
+            value: v.to_be_bytes().to_vec(),
+            mask: None,
+        })
+    };
+    flow(
+        &mut dp,
+        0,
+        1,
+        vec![],
+        vec![
+            Instruction::ApplyActions(vec![set_reg(4, 3)]),
+            Instruction::WriteActions(vec![set_reg(5, 9)]),
+            Instruction::GotoTable(1),
+        ],
+    );
+    flow(
+        &mut dp,
+        1,
+        1,
+        vec![reg_match(4, 3)],
+        apply(vec![nx(NxAction::OutputReg {
+            src: SubField { field: reg(4), ofs: 0, n_bits: 16 },
+            max_len: 0,
+        })]),
+    );
+    assert_eq!(run(&mut dp, 1, &tcp(1, 2, 1, 2, 0x10), 0), vec![3]);
+}
+
+#[test]
 fn reg_load_into_a_header_rewrites_the_packet() {
     let mut dp = datapath();
     // Load 10.0.0.77 into the IPv4 destination's low byte, via NXM_OF_IP_DST[0..7].

@@ -209,6 +209,7 @@ def fixtures() -> Iterator[Fixture]:
     # -- register matches
     for r in range(8):
         yield f"match_reg{r}", flow([], table=1, **{f"reg{r}": 0x100 + r}), None
+    yield "set_field_reg", flow([parser.OFPActionSetField(reg2=0xBEEF)]), None
     yield "match_reg_masked", flow([], table=1, reg0=(0x1200, 0xFF00)), None
     yield (
         "match_regs_and_oxm",
