@@ -650,8 +650,8 @@ impl Datapath {
             OFPFC_ADD | OFPFC_MODIFY | OFPFC_MODIFY_STRICT => {
                 let instrs = self.validate_instructions(&fm.instructions, fm.table_id)?;
                 let t = &mut self.tables[fm.table_id as usize];
-                if fm.command == OFPFC_ADD {
-                    t.add(fm, matches, instrs, now_ns)?;
+                let replaced = if fm.command == OFPFC_ADD {
+                    t.add(fm, matches, instrs, now_ns)?.into_iter().collect()
                 } else {
                     let sel = Selector {
                         matches: &matches,
@@ -662,8 +662,9 @@ impl Datapath {
                         out_port: OFPP_ANY,
                         out_group: OFPG_ANY,
                     };
-                    t.modify(&sel, fm, &instrs);
-                }
+                    t.modify(&sel, fm, &instrs)
+                };
+                self.replaced(&replaced, now_ns);
             }
             _ => {
                 let sel = Selector {
@@ -692,7 +693,49 @@ impl Datapath {
         Ok(())
     }
 
+    /// Instruction lists a flow mod or learn replaced: their delete_learned learn actions
+    /// may have been the last ones.
+    fn replaced(&mut self, old: &[Rc<[Instruction]>], now_ns: u64) {
+        let mut keys = Vec::new();
+        for i in old {
+            nx::delete_learned_keys(i, &mut keys);
+        }
+        self.flush_learned(keys, now_ns);
+    }
+
+    /// NX_LEARN_F_DELETE_LEARNED, as Open vSwitch's learned cookies: for each (cookie,
+    /// table) no remaining flow holds a delete_learned learn action for any more, the
+    /// flows in that table with that cookie are deleted (reason DELETE).
+    fn flush_learned(&mut self, keys: Vec<(u64, u8)>, now_ns: u64) {
+        if keys.is_empty() {
+            return;
+        }
+        let mut held = Vec::new();
+        for e in self.tables.iter().flat_map(|t| t.entries.iter()) {
+            nx::delete_learned_keys(&e.instructions, &mut held);
+        }
+        let mut removed = Vec::new();
+        for (cookie, table) in keys {
+            if held.contains(&(cookie, table)) {
+                continue;
+            }
+            if let Some(t) = self.tables.get_mut(table as usize) {
+                t.delete_where(|e| e.cookie == cookie, OFPRR_DELETE, &mut removed);
+            }
+        }
+        self.flows_removed(removed, now_ns);
+    }
+
     fn flows_removed(&mut self, removed: Vec<Removed>, now_ns: u64) {
+        let mut keys = Vec::new();
+        for r in &removed {
+            nx::delete_learned_keys(&r.entry.instructions, &mut keys);
+        }
+        self.flows_removed_msgs(removed, now_ns);
+        self.flush_learned(keys, now_ns);
+    }
+
+    fn flows_removed_msgs(&mut self, removed: Vec<Removed>, now_ns: u64) {
         for r in removed {
             let e = r.entry;
             if e.flags & OFPFF_SEND_FLOW_REM == 0
@@ -1203,8 +1246,9 @@ impl Datapath {
         };
         let instrs = if actions.is_empty() { vec![] } else { vec![Instruction::ApplyActions(actions)] };
         let Some(t) = self.tables.get_mut(l.table_id as usize) else { return };
-        if t.add(&fm, matches, instrs, now_ns).is_err() {
-            self.learn_failures += 1;
+        match t.add(&fm, matches, instrs, now_ns) {
+            Ok(replaced) => self.replaced(&replaced.into_iter().collect::<Vec<_>>(), now_ns),
+            Err(_) => self.learn_failures += 1,
         }
     }
 

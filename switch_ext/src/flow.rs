@@ -276,14 +276,15 @@ impl FlowTable {
         Some(&self.entries[idx])
     }
 
-    /// OFPFC_ADD. Returns the replaced entry's counters were reset (always, per 1.3.5).
+    /// OFPFC_ADD. An entry with the same priority and match is replaced; its instructions
+    /// are returned (the caller may have to act on what they held, e.g. delete_learned).
     pub fn add(
         &mut self,
         fm: &FlowMod,
         matches: MatchSpec,
         instructions: Vec<Instruction>,
         now_ns: u64,
-    ) -> Result<(), OfpErr> {
+    ) -> Result<Option<Rc<[Instruction]>>, OfpErr> {
         if fm.flags & OFPFF_CHECK_OVERLAP != 0
             && self.entries.iter().any(|e| {
                 e.priority == fm.priority && !e.matches.same(&matches) && e.matches.overlaps(&matches)
@@ -311,34 +312,38 @@ impl FlowTable {
             // Identical match and priority: the new entry replaces the old one. Keep the
             // counters unless asked to reset them (OVS does the same).
             let (p, b) = (e.packet_count, e.byte_count);
-            *e = entry;
+            let old = std::mem::replace(e, entry);
             if fm.flags & OFPFF_RESET_COUNTS == 0 {
                 e.packet_count = p;
                 e.byte_count = b;
             }
-            return Ok(());
+            return Ok(Some(old.instructions));
         }
         if self.max_entries.is_some_and(|max| self.entries.len() >= max) {
             return Err(OfpErr::new(OFPET_FLOW_MOD_FAILED, OFPFMFC_TABLE_FULL));
         }
         let pos = self.entries.partition_point(|e| e.priority >= entry.priority);
         self.entries.insert(pos, entry);
-        Ok(())
+        Ok(None)
     }
 
-    /// OFPFC_MODIFY(_STRICT): replaces instructions of selected entries. In 1.3 a modify
-    /// that selects nothing is a no-op.
-    pub fn modify(&mut self, sel: &Selector, fm: &FlowMod, instructions: &[Instruction]) -> usize {
-        let mut n = 0;
+    /// OFPFC_MODIFY(_STRICT): replaces instructions of selected entries (In 1.3 a modify
+    /// that selects nothing is a no-op); returns the instruction lists it replaced.
+    pub fn modify(
+        &mut self,
+        sel: &Selector,
+        fm: &FlowMod,
+        instructions: &[Instruction],
+    ) -> Vec<Rc<[Instruction]>> {
+        let mut old = Vec::new();
         for e in self.entries.iter_mut().filter(|e| sel.selects(e)) {
-            e.instructions = instructions.into();
+            old.push(std::mem::replace(&mut e.instructions, instructions.into()));
             if fm.flags & OFPFF_RESET_COUNTS != 0 {
                 e.packet_count = 0;
                 e.byte_count = 0;
             }
-            n += 1;
         }
-        n
+        old
     }
 
     pub fn delete(&mut self, sel: &Selector, reason: u8, out: &mut Vec<Removed>) {

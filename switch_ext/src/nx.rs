@@ -213,7 +213,7 @@ pub fn validate(a: &NxAction, n_tables: u8) -> Result<(), OfpErr> {
 }
 
 fn validate_learn(l: &Learn, n_tables: u8) -> Result<(), OfpErr> {
-    if l.table_id >= n_tables || l.flags & !NX_LEARN_F_SEND_FLOW_REM != 0 {
+    if l.table_id >= n_tables || l.flags & !(NX_LEARN_F_SEND_FLOW_REM | NX_LEARN_F_DELETE_LEARNED) != 0 {
         return Err(bad_arg());
     }
     for s in &l.specs {
@@ -239,6 +239,22 @@ fn validate_learn(l: &Learn, n_tables: u8) -> Result<(), OfpErr> {
         }
     }
     Ok(())
+}
+
+/// The (cookie, table) of every learn action with `delete_learned` in an instruction list:
+/// the learned flows that go when no flow holds such an action any more.
+pub fn delete_learned_keys(instrs: &[Instruction], out: &mut Vec<(u64, u8)>) {
+    for i in instrs {
+        if let Instruction::ApplyActions(acts) = i {
+            for a in acts {
+                if let Action::Nx(NxAction::Learn(l)) = a {
+                    if l.flags & NX_LEARN_F_DELETE_LEARNED != 0 && !out.contains(&(l.cookie, l.table_id)) {
+                        out.push((l.cookie, l.table_id));
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn immediate(b: &[u8]) -> u128 {
@@ -445,8 +461,10 @@ mod tests {
         assert!(validate(&NxAction::Learn(Box::new(ok.clone())), 4).is_ok());
         let far = Learn { table_id: 4, ..ok.clone() };
         assert_eq!(validate(&NxAction::Learn(Box::new(far)), 4).unwrap_err(), bad_arg());
-        let delete_learned = Learn { flags: 2, ..ok.clone() };
-        assert_eq!(validate(&NxAction::Learn(Box::new(delete_learned)), 4).unwrap_err(), bad_arg());
+        let write_result = Learn { flags: 4, ..ok.clone() };
+        assert_eq!(validate(&NxAction::Learn(Box::new(write_result)), 4).unwrap_err(), bad_arg());
+        let delete_learned = Learn { flags: 3, ..ok.clone() };
+        assert!(validate(&NxAction::Learn(Box::new(delete_learned)), 4).is_ok());
         let wide = learn(vec![LearnSpec {
             n_bits: 17,
             src: LearnSrc::Field { field: NXM_IN_PORT, ofs: 0 },

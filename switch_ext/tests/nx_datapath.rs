@@ -560,3 +560,70 @@ fn packet_out_runs_nx_actions_from_a_fresh_register_file() {
     .is_empty());
     assert_eq!(dp.out.drain(..).map(|o| o.port).collect::<Vec<_>>(), vec![4, 2]);
 }
+
+#[test]
+fn delete_learned_removes_the_learned_flows_with_the_last_learning_flow() {
+    let mut dp = datapath();
+    let learner = || {
+        nx(NxAction::Learn(Box::new(Learn {
+            idle_timeout: 0,
+            hard_timeout: 0,
+            priority: 5,
+            cookie: 0x77,
+            flags: NX_LEARN_F_DELETE_LEARNED | NX_LEARN_F_SEND_FLOW_REM,
+            table_id: 1,
+            fin_idle_timeout: 0,
+            fin_hard_timeout: 0,
+            specs: vec![
+                spec_match_imm(NXM_ETH_TYPE, &[8, 0], 16),
+                spec_match_imm(NXM_IP_PROTO, &[0, 6], 8),
+                spec_match(NXM_TCP_SRC, 16),
+            ],
+        })))
+    };
+    let from = |p: u32| vec![oxm(0, &p.to_be_bytes())];
+    flow(&mut dp, 0, 1, from(1), apply(vec![learner()]));
+    flow(&mut dp, 0, 1, from(2), apply(vec![learner()]));
+    run(&mut dp, 1, &tcp(1, 2, 10, 80, 0x02), 0);
+    run(&mut dp, 2, &tcp(1, 2, 11, 80, 0x02), 0);
+    // An unrelated flow in the learned table with another cookie stays throughout.
+    flow(&mut dp, 1, 1, vec![], apply(vec![out(3)]));
+    assert_eq!(flow_stats(&mut dp, 1).len(), 3);
+    let delete = |p: u32| {
+        Body::FlowMod(Box::new(FlowMod {
+            command: OFPFC_DELETE_STRICT,
+            ..match flow_mod(0, 1, from(p), vec![]) {
+                Body::FlowMod(fm) => *fm,
+                _ => unreachable!(),
+            }
+        }))
+    };
+    // One learning flow goes: the other still holds (cookie 0x77, table 1).
+    assert!(send(&mut dp, delete(1)).is_empty());
+    assert_eq!(flow_stats(&mut dp, 1).len(), 3);
+    // The last one goes: its learned flows go with it, each with a FLOW_REMOVED (DELETE).
+    let msgs = send(&mut dp, delete(2));
+    let gone: Vec<_> = msgs
+        .iter()
+        .filter_map(|m| match &m.body {
+            Body::FlowRemoved(r) => Some((r.table_id, r.cookie, r.reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(gone, vec![(1, 0x77, OFPRR_DELETE); 2], "{msgs:?}");
+    let left = flow_stats(&mut dp, 1);
+    assert_eq!((left.len(), left[0].cookie), (1, 0));
+    // A modify that drops the learn action counts as the learning flow going, too.
+    flow(&mut dp, 0, 1, from(1), apply(vec![learner()]));
+    run(&mut dp, 1, &tcp(1, 2, 12, 80, 0x02), 0);
+    assert_eq!(flow_stats(&mut dp, 1).len(), 2);
+    let modify = Body::FlowMod(Box::new(FlowMod {
+        command: OFPFC_MODIFY_STRICT,
+        ..match flow_mod(0, 1, from(1), apply(vec![out(2)])) {
+            Body::FlowMod(fm) => *fm,
+            _ => unreachable!(),
+        }
+    }));
+    assert_eq!(send(&mut dp, modify).len(), 1, "the learned flow's FLOW_REMOVED");
+    assert_eq!(flow_stats(&mut dp, 1).len(), 1);
+}

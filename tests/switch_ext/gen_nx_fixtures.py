@@ -168,6 +168,8 @@ def fixtures() -> Iterator[Fixture]:
     yield "learn_output_field", flow([learn([output])]), None
     yield "learn_output_nxm_field", flow([learn([output_nxm])]), None
     yield "learn_no_specs", flow([learn([])]), None
+    # NX_LEARN_F_SEND_FLOW_REM | NX_LEARN_F_DELETE_LEARNED
+    yield "learn_delete_learned", flow([learn([match_imm], flags=3, cookie=0x77)]), None
     yield (
         "learn_everything",
         flow(
@@ -287,7 +289,7 @@ def fixtures() -> Iterator[Fixture]:
     )
     yield (
         "bad_learn_flags",
-        flow([learn([match_imm], flags=2)]),  # NX_LEARN_F_DELETE_LEARNED
+        flow([learn([match_imm], flags=4)]),  # NX_LEARN_F_WRITE_RESULT
         (OFPET_BAD_ACTION, OFPBAC_BAD_ARGUMENT),
     )
     yield (

@@ -36,6 +36,9 @@ pub const NXM_CLASS_1: u16 = 0x0001;
 
 /// `NX_LEARN_F_SEND_FLOW_REM`: the learned flow has `OFPFF_SEND_FLOW_REM`.
 pub const NX_LEARN_F_SEND_FLOW_REM: u16 = 1;
+/// `NX_LEARN_F_DELETE_LEARNED`: when the last flow holding such a learn action goes, the
+/// flows it learned (its table and cookie) go too.
+pub const NX_LEARN_F_DELETE_LEARNED: u16 = 2;
 
 /// The 16-bit form of `OFPP_IN_PORT` a resubmit uses for "keep the packet's in_port".
 pub const NX_RESUBMIT_IN_PORT: u16 = 0xfff8;
