@@ -546,11 +546,13 @@ impl Datapath {
         }
     }
 
+    /// `m`: the flow's match, for a flow mod (the NX actions' field prerequisites).
     fn validate_actions(
         &self,
         acts: &[Action],
         packet_out: bool,
         own_group: Option<u32>,
+        m: Option<&MatchSpec>,
     ) -> Result<(), OfpErr> {
         for a in acts {
             match a {
@@ -587,7 +589,7 @@ impl Datapath {
                     }
                 }
                 Action::PopVlan | Action::SetQueue(_) | Action::SetNwTtl(_) | Action::DecNwTtl => {}
-                Action::Nx(a) => nx::validate(a, self.cfg.n_tables)?,
+                Action::Nx(a) => nx::validate(a, self.cfg.n_tables, m)?,
                 Action::Experimenter { .. } => return Err(bac(OFPBAC_BAD_EXPERIMENTER)),
                 _ => return Err(bac(OFPBAC_BAD_TYPE)),
             }
@@ -599,6 +601,7 @@ impl Datapath {
         &self,
         instrs: &[Instruction],
         table_id: u8,
+        m: &MatchSpec,
     ) -> Result<Vec<Instruction>, OfpErr> {
         let mut seen = 0u32;
         for i in instrs {
@@ -614,9 +617,9 @@ impl Datapath {
                         return Err(bic(OFPBIC_BAD_TABLE_ID));
                     }
                 }
-                Instruction::ApplyActions(a) => self.validate_actions(a, false, None)?,
+                Instruction::ApplyActions(a) => self.validate_actions(a, false, None, Some(m))?,
                 Instruction::WriteActions(a) => {
-                    self.validate_actions(a, false, None)?;
+                    self.validate_actions(a, false, None, Some(m))?;
                     // The action set has no slot for an extension action (OVS refuses too).
                     if a.iter().any(|x| matches!(x, Action::Nx(_))) {
                         return Err(bac(OFPBAC_BAD_TYPE));
@@ -648,7 +651,7 @@ impl Datapath {
         let strict = matches!(fm.command, OFPFC_MODIFY_STRICT | OFPFC_DELETE_STRICT);
         match fm.command {
             OFPFC_ADD | OFPFC_MODIFY | OFPFC_MODIFY_STRICT => {
-                let instrs = self.validate_instructions(&fm.instructions, fm.table_id)?;
+                let instrs = self.validate_instructions(&fm.instructions, fm.table_id, &matches)?;
                 let t = &mut self.tables[fm.table_id as usize];
                 let replaced = if fm.command == OFPFC_ADD {
                     t.add(fm, matches, instrs, now_ns)?.into_iter().collect()
@@ -767,7 +770,7 @@ impl Datapath {
     fn group_mod(&mut self, g: &GroupMod, now_ns: u64) -> Result<(), OfpErr> {
         if g.command != OFPGC_DELETE {
             for b in &g.buckets {
-                self.validate_actions(&b.actions, false, Some(g.group_id))?;
+                self.validate_actions(&b.actions, false, Some(g.group_id), None)?;
                 if b.watch_group != OFPG_ANY && !self.groups.groups.contains_key(&b.watch_group) {
                     return Err(OfpErr::new(OFPET_GROUP_MOD_FAILED, OFPGMFC_BAD_WATCH));
                 }
@@ -1004,7 +1007,7 @@ impl Datapath {
         if !in_ok || in_port == 0 {
             return Err(brc(OFPBRC_BAD_PORT));
         }
-        self.validate_actions(actions, true, None)?;
+        self.validate_actions(actions, true, None, None)?;
         let key = Key::parse(&data, in_port);
         let mut pkt = Pkt::new(data, key, 0, u64::MAX);
         let mark = self.out.len();

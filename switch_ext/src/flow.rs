@@ -106,32 +106,37 @@ impl MatchSpec {
     }
 
     fn check_prereqs(&self) -> Result<(), OfpErr> {
-        use Field::*;
-        let et = self.exact(EthType);
-        let proto = self.exact(IpProto);
-        let is_ip = matches!(et, Some(0x0800) | Some(0x86dd));
         for mf in &self.fields {
-            let ok = match mf.field {
-                VlanPcp => self
-                    .fields
-                    .iter()
-                    .any(|x| x.field == VlanVid && x.value & 0x1000 != 0 && x.mask & 0x1000 != 0),
-                IpDscp | IpEcn | IpProto => is_ip,
-                Ipv4Src | Ipv4Dst => et == Some(0x0800),
-                Ipv6Src | Ipv6Dst | Ipv6Flabel => et == Some(0x86dd),
-                ArpOp | ArpSpa | ArpTpa | ArpSha | ArpTha => et == Some(0x0806),
-                TcpSrc | TcpDst | TcpFlags => is_ip && proto == Some(6),
-                UdpSrc | UdpDst => is_ip && proto == Some(17),
-                SctpSrc | SctpDst => is_ip && proto == Some(132),
-                Icmpv4Type | Icmpv4Code => et == Some(0x0800) && proto == Some(1),
-                Icmpv6Type | Icmpv6Code => et == Some(0x86dd) && proto == Some(58),
-                _ => true,
-            };
-            if !ok {
+            if !self.prereqs_ok(mf.field) {
                 return Err(bm(OFPBMC_BAD_PREREQ));
             }
         }
         Ok(())
+    }
+
+    /// Does this match establish `f`'s prerequisites (OpenFlow 1.3 table 11)? Also how
+    /// Nicira actions that read or write `f` are checked against their flow's match.
+    pub fn prereqs_ok(&self, f: Field) -> bool {
+        use Field::*;
+        let et = self.exact(EthType);
+        let proto = self.exact(IpProto);
+        let is_ip = matches!(et, Some(0x0800) | Some(0x86dd));
+        match f {
+            VlanPcp => self
+                .fields
+                .iter()
+                .any(|x| x.field == VlanVid && x.value & 0x1000 != 0 && x.mask & 0x1000 != 0),
+            IpDscp | IpEcn | IpProto => is_ip,
+            Ipv4Src | Ipv4Dst => et == Some(0x0800),
+            Ipv6Src | Ipv6Dst | Ipv6Flabel => et == Some(0x86dd),
+            ArpOp | ArpSpa | ArpTpa | ArpSha | ArpTha => et == Some(0x0806),
+            TcpSrc | TcpDst | TcpFlags => is_ip && proto == Some(6),
+            UdpSrc | UdpDst => is_ip && proto == Some(17),
+            SctpSrc | SctpDst => is_ip && proto == Some(132),
+            Icmpv4Type | Icmpv4Code => et == Some(0x0800) && proto == Some(1),
+            Icmpv6Type | Icmpv6Code => et == Some(0x86dd) && proto == Some(58),
+            _ => true,
+        }
     }
 
     pub fn matches(&self, k: &Key) -> bool {

@@ -125,12 +125,22 @@ fn bad_arg() -> OfpErr {
 }
 
 /// `field[ofs..ofs + n_bits - 1]` must be a nonempty range inside the field
-/// (`OFPBAC_BAD_SET_LEN` otherwise) and, for a destination, writable
+/// (`OFPBAC_BAD_SET_LEN` otherwise), have its prerequisites in `m` when given
+/// (`OFPBAC_MATCH_INCONSISTENT`) and, for a destination, be writable
 /// (`OFPBAC_BAD_SET_ARGUMENT`): Open vSwitch's `mf_check_src`/`mf_check_dst`.
-pub fn check_range(h: NxmHeader, ofs: u16, n_bits: u16, dst: bool) -> Result<NxField, OfpErr> {
+pub fn check_range(
+    h: NxmHeader,
+    ofs: u16,
+    n_bits: u16,
+    dst: bool,
+    m: Option<&MatchSpec>,
+) -> Result<NxField, OfpErr> {
     let f = nx_field(h)?;
     if n_bits == 0 || ofs as u32 + n_bits as u32 > f.bits as u32 {
         return Err(set_len());
+    }
+    if m.is_some_and(|m| !m.prereqs_ok(f.field)) {
+        return Err(OfpErr::new(OFPET_BAD_ACTION, OFPBAC_MATCH_INCONSISTENT));
     }
     if dst && !writable(f.field) {
         return Err(OfpErr::new(OFPET_BAD_ACTION, OFPBAC_BAD_SET_ARGUMENT));
@@ -181,8 +191,10 @@ pub fn port_from_bits(v: u128, n_bits: u16) -> u32 {
     }
 }
 
-/// The checks an NX action passes when a flow mod, group mod or packet out carries it.
-pub fn validate(a: &NxAction, n_tables: u8) -> Result<(), OfpErr> {
+/// The checks an NX action passes when a flow mod, group mod or packet out carries it;
+/// `m` is the flow's match (a flow mod): the fields the action reads or writes must have
+/// their prerequisites there, as Open vSwitch checks.
+pub fn validate(a: &NxAction, n_tables: u8, m: Option<&MatchSpec>) -> Result<(), OfpErr> {
     match a {
         NxAction::Resubmit { .. }
         | NxAction::ResubmitTable { .. }
@@ -190,42 +202,59 @@ pub fn validate(a: &NxAction, n_tables: u8) -> Result<(), OfpErr> {
         | NxAction::Exit
         | NxAction::FinTimeout { .. } => Ok(()),
         NxAction::RegLoad { dst, value } => {
-            check_range(dst.field, dst.ofs, dst.n_bits, true)?;
+            check_range(dst.field, dst.ofs, dst.n_bits, true, m)?;
             if dst.n_bits < 64 && value >> dst.n_bits != 0 {
                 return Err(bad_arg());
             }
             Ok(())
         }
         NxAction::RegMove { n_bits, src_ofs, dst_ofs, src, dst } => {
-            check_range(*src, *src_ofs, *n_bits, false)?;
-            check_range(*dst, *dst_ofs, *n_bits, true)?;
+            check_range(*src, *src_ofs, *n_bits, false, m)?;
+            check_range(*dst, *dst_ofs, *n_bits, true, m)?;
             Ok(())
         }
         NxAction::OutputReg { src, .. } => {
-            check_range(src.field, src.ofs, src.n_bits, false)?;
+            check_range(src.field, src.ofs, src.n_bits, false, m)?;
             if src.n_bits > 32 {
                 return Err(bad_arg());
             }
             Ok(())
         }
-        NxAction::Learn(l) => validate_learn(l, n_tables),
+        NxAction::Learn(l) => validate_learn(l, n_tables, m),
     }
 }
 
-fn validate_learn(l: &Learn, n_tables: u8) -> Result<(), OfpErr> {
+/// Open vSwitch's `learn_check`: sources against the learning flow's match; match and
+/// load destinations against the match the immediate-valued match specs before them
+/// build (so a learned tcp_src needs eth_type and ip_proto given as constants first).
+fn validate_learn(l: &Learn, n_tables: u8, m: Option<&MatchSpec>) -> Result<(), OfpErr> {
     if l.table_id >= n_tables || l.flags & !(NX_LEARN_F_SEND_FLOW_REM | NX_LEARN_F_DELETE_LEARNED) != 0 {
         return Err(bad_arg());
     }
+    let mut imm: Vec<MField> = Vec::new();
     for s in &l.specs {
         if let LearnSrc::Field { field, ofs } = s.src {
-            check_range(field, ofs, s.n_bits, false)?;
+            check_range(field, ofs, s.n_bits, false, m)?;
         }
+        let dst_match = MatchSpec::from_fields(imm.clone());
         match s.dst {
             LearnDst::Match { field, ofs } => {
-                check_range(field, ofs, s.n_bits, false)?;
+                let f = check_range(field, ofs, s.n_bits, false, Some(&dst_match))?;
+                if let LearnSrc::Immediate(b) = &s.src {
+                    let v = immediate(b) & ones(s.n_bits);
+                    match imm.iter_mut().find(|x| x.field == f.field) {
+                        Some(x) => {
+                            x.value = deposit(x.value, ofs, s.n_bits, v);
+                            x.mask |= ones(s.n_bits) << ofs;
+                        }
+                        None => {
+                            imm.push(MField { field: f.field, value: v << ofs, mask: ones(s.n_bits) << ofs })
+                        }
+                    }
+                }
             }
             LearnDst::Load { field, ofs } => {
-                check_range(field, ofs, s.n_bits, true)?;
+                check_range(field, ofs, s.n_bits, true, Some(&dst_match))?;
                 // The learned flow carries it as a reg_load, whose value is 64 bits.
                 if s.n_bits > 64 {
                     return Err(bad_arg());
@@ -347,19 +376,19 @@ mod tests {
 
     #[test]
     fn ranges_are_checked_like_ovs() {
-        assert!(check_range(REG0, 16, 16, true).is_ok());
-        assert_eq!(check_range(REG0, 17, 16, true).unwrap_err(), set_len());
-        assert_eq!(check_range(REG0, 0, 0, true).unwrap_err(), set_len());
-        assert_eq!(check_range(NXM_IN_PORT, 0, 17, false).unwrap_err(), set_len());
+        assert!(check_range(REG0, 16, 16, true, None).is_ok());
+        assert_eq!(check_range(REG0, 17, 16, true, None).unwrap_err(), set_len());
+        assert_eq!(check_range(REG0, 0, 0, true, None).unwrap_err(), set_len());
+        assert_eq!(check_range(NXM_IN_PORT, 0, 17, false, None).unwrap_err(), set_len());
         let tci = NxmHeader::new(NXM_CLASS_0, 4, 2);
-        assert!(check_range(tci, 0, 16, false).is_ok());
+        assert!(check_range(tci, 0, 16, false, None).is_ok());
         assert_eq!(
-            check_range(tci, 0, 16, true).unwrap_err(),
+            check_range(tci, 0, 16, true, None).unwrap_err(),
             OfpErr::new(OFPET_BAD_ACTION, OFPBAC_BAD_SET_ARGUMENT)
         );
         let load = |value| NxAction::RegLoad { dst: SubField { field: REG0, ofs: 0, n_bits: 4 }, value };
-        assert!(validate(&load(15), 8).is_ok());
-        assert_eq!(validate(&load(16), 8).unwrap_err(), bad_arg());
+        assert!(validate(&load(15), 8, None).is_ok());
+        assert_eq!(validate(&load(16), 8, None).unwrap_err(), bad_arg());
     }
 
     fn learn(specs: Vec<LearnSpec>) -> Learn {
@@ -415,7 +444,7 @@ mod tests {
                 dst: LearnDst::Output,
             },
         ]);
-        validate(&NxAction::Learn(Box::new(l.clone())), 4).unwrap();
+        validate(&NxAction::Learn(Box::new(l.clone())), 4, None).unwrap();
         let (m, acts) = learn_flow(&l, &k);
         let get = |f: Field| m.fields.iter().find(|x| x.field == f).copied().unwrap();
         assert_eq!(get(Field::EthType), MField { field: Field::EthType, value: 0x0800, mask: 0xffff });
@@ -458,19 +487,19 @@ mod tests {
     #[test]
     fn learn_checks_its_table_flags_and_widths() {
         let ok = learn(vec![]);
-        assert!(validate(&NxAction::Learn(Box::new(ok.clone())), 4).is_ok());
+        assert!(validate(&NxAction::Learn(Box::new(ok.clone())), 4, None).is_ok());
         let far = Learn { table_id: 4, ..ok.clone() };
-        assert_eq!(validate(&NxAction::Learn(Box::new(far)), 4).unwrap_err(), bad_arg());
+        assert_eq!(validate(&NxAction::Learn(Box::new(far)), 4, None).unwrap_err(), bad_arg());
         let write_result = Learn { flags: 4, ..ok.clone() };
-        assert_eq!(validate(&NxAction::Learn(Box::new(write_result)), 4).unwrap_err(), bad_arg());
+        assert_eq!(validate(&NxAction::Learn(Box::new(write_result)), 4, None).unwrap_err(), bad_arg());
         let delete_learned = Learn { flags: 3, ..ok.clone() };
-        assert!(validate(&NxAction::Learn(Box::new(delete_learned)), 4).is_ok());
+        assert!(validate(&NxAction::Learn(Box::new(delete_learned)), 4, None).is_ok());
         let wide = learn(vec![LearnSpec {
             n_bits: 17,
             src: LearnSrc::Field { field: NXM_IN_PORT, ofs: 0 },
             dst: LearnDst::Load { field: REG0, ofs: 0 },
         }]);
-        assert_eq!(validate(&NxAction::Learn(Box::new(wide)), 4).unwrap_err(), set_len());
+        assert_eq!(validate(&NxAction::Learn(Box::new(wide)), 4, None).unwrap_err(), set_len());
         assert_eq!(port_from_bits(0xfffd, 16), OFPP_CONTROLLER);
         assert_eq!(port_from_bits(7, 32), 7);
     }

@@ -654,7 +654,8 @@ fn nx_action_cases() -> Vec<NxCase> {
                     dp,
                     0,
                     10,
-                    vec![oxm(Field::EthType, 0x800)],
+                    // Open vSwitch checks a field's prerequisites against the flow's match.
+                    vec![oxm(Field::EthType, 0x800), oxm(Field::IpProto, 6)],
                     apply(vec![nx_load(nxm0(10, 2), 0, 16, 8080), out(2)]),
                 );
             },
@@ -909,6 +910,14 @@ fn learn_spec_cases() -> Vec<SpecCase> {
 fn every_learn_spec_kind_builds_what_ovs_documents() {
     for (name, specs, second, want) in learn_spec_cases() {
         let mut dp = datapath(SelectMode::Hash);
+        // As Open vSwitch requires: the learned TCP fields' prerequisites come first as
+        // constants, the learning flow matches those its sources need.
+        let imm = |field, v: &[u8], n_bits| LearnSpec {
+            n_bits,
+            src: LearnSrc::Immediate(v.to_vec()),
+            dst: LearnDst::Match { field, ofs: 0 },
+        };
+        let prereqs = vec![imm(nxm0(3, 2), &[8, 0], 16), imm(nxm0(6, 1), &[0, 6], 8)];
         let l = Learn {
             idle_timeout: 0,
             hard_timeout: 0,
@@ -918,13 +927,13 @@ fn every_learn_spec_kind_builds_what_ovs_documents() {
             table_id: 1,
             fin_idle_timeout: 0,
             fin_hard_timeout: 0,
-            specs,
+            specs: [prereqs, specs].concat(),
         };
         flow(
             &mut dp,
             0,
             10,
-            vec![oxm(Field::InPort, 1)],
+            vec![oxm(Field::InPort, 1), oxm(Field::EthType, 0x800), oxm(Field::IpProto, 6)],
             apply(vec![nx_load(nx_reg(0), 0, 16, 3), nx(NxAction::Learn(Box::new(l)))]),
         );
         // The second packet: resubmit to the learned entry, then out by reg1 (if loaded).

@@ -39,6 +39,50 @@ fn oxm(field: u8, v: &[u8]) -> Oxm {
     Oxm::basic(field, v.to_vec(), None)
 }
 
+/// eth_type IPv4, ip_proto TCP: the prerequisites of the TCP fields an action names.
+fn tcp4() -> Vec<Oxm> {
+    vec![oxm(5, &[8, 0]), oxm(10, &[6])]
+}
+
+/// Field prerequisites are checked as Open vSwitch does: against the flow's match for
+/// what an action reads or writes, and for a learn's match and load destinations against
+/// the constants its earlier specs put in the learned match.
+#[test]
+fn nx_fields_need_their_prerequisites_like_ovs() {
+    let mut dp = datapath();
+    let inconsistent = (OFPET_BAD_ACTION, OFPBAC_MATCH_INCONSISTENT);
+    let err = |dp: &mut Datapath, fields: Vec<Oxm>, a: Action| match send(
+        dp,
+        flow_mod(0, 1, fields, apply(vec![a])),
+    )
+    .as_slice()
+    {
+        [] => None,
+        [Msg { body: Body::Error { typ, code, .. }, .. }] => Some((*typ, *code)),
+        other => panic!("{other:?}"),
+    };
+    let mv = nx(NxAction::RegMove { n_bits: 16, src_ofs: 0, dst_ofs: 0, src: NXM_TCP_DST, dst: reg(1) });
+    assert_eq!(err(&mut dp, vec![oxm(5, &[8, 0])], mv.clone()), Some(inconsistent));
+    assert_eq!(err(&mut dp, tcp4(), mv), None);
+    assert_eq!(err(&mut dp, vec![], load(NXM_IP_DST, 0, 8, 1)), Some(inconsistent));
+    let learn_tcp = |specs| learn(1, 1, 0, 0, 0, specs);
+    // The learned tcp_src needs eth_type and ip_proto constants before it.
+    let late = vec![
+        spec_match(NXM_TCP_SRC, 16),
+        spec_match_imm(NXM_ETH_TYPE, &[8, 0], 16),
+        spec_match_imm(NXM_IP_PROTO, &[0, 6], 8),
+    ];
+    assert_eq!(err(&mut dp, tcp4(), learn_tcp(late)), Some(inconsistent));
+    let early = vec![
+        spec_match_imm(NXM_ETH_TYPE, &[8, 0], 16),
+        spec_match_imm(NXM_IP_PROTO, &[0, 6], 8),
+        spec_match(NXM_TCP_SRC, 16),
+    ];
+    assert_eq!(err(&mut dp, tcp4(), learn_tcp(early.clone())), None);
+    // ... and the learning flow must match TCP for the source.
+    assert_eq!(err(&mut dp, vec![], learn_tcp(early)), Some(inconsistent));
+}
+
 fn reg_match(n: u8, v: u32) -> Oxm {
     Oxm { class: NXM_CLASS_1, field: n, experimenter: None, value: v.to_be_bytes().to_vec(), mask: None }
 }
@@ -200,11 +244,12 @@ fn tcppath_like(dp: &mut Datapath, idle: u16) {
         src: LearnSrc::Field { field: NXM_IN_PORT, ofs: 0 },
         dst: LearnDst::Load { field: reg(0), ofs: 0 },
     });
+    // The learning flow matches TCP/IPv4: the fields its specs read need it (OVS checks).
     flow(
         dp,
         1,
         0,
-        vec![],
+        ip_tcp(),
         apply(vec![
             learn(1, 100, idle, NX_LEARN_F_SEND_FLOW_REM, 0xc1, tuple(false)),
             learn(2, 100, idle, 0, 0xc2, reverse),
@@ -320,12 +365,12 @@ fn fin_timeout_from_learn_shortens_the_learned_entry_on_fin() {
         fin_idle_timeout: 1,
         fin_hard_timeout: 0,
         specs: vec![
-            spec_match(NXM_TCP_SRC, 16),
             spec_match_imm(NXM_ETH_TYPE, &[8, 0], 16),
             spec_match_imm(NXM_IP_PROTO, &[0, 6], 8),
+            spec_match(NXM_TCP_SRC, 16),
         ],
     })));
-    flow(&mut dp, 0, 1, vec![], apply(vec![l, resubmit(1)]));
+    flow(&mut dp, 0, 1, tcp4(), apply(vec![l, resubmit(1)]));
     run(&mut dp, 1, &tcp(1, 2, 5, 6, 0x10), 0);
     assert_eq!(flow_stats(&mut dp, 1)[0].idle_timeout, 60);
     run(&mut dp, 1, &tcp(1, 2, 5, 6, 0x11), SEC); // FIN|ACK, resubmitted into the entry
@@ -420,7 +465,7 @@ fn registers_start_at_zero_load_move_and_match() {
         &mut dp,
         0,
         1,
-        vec![],
+        tcp4(),
         vec![
             Instruction::ApplyActions(vec![
                 nx(NxAction::RegMove { n_bits: 32, src_ofs: 0, dst_ofs: 0, src: OXM_IN_PORT, dst: reg(0) }),
@@ -581,7 +626,7 @@ fn delete_learned_removes_the_learned_flows_with_the_last_learning_flow() {
             ],
         })))
     };
-    let from = |p: u32| vec![oxm(0, &p.to_be_bytes())];
+    let from = |p: u32| [vec![oxm(0, &p.to_be_bytes())], tcp4()].concat();
     flow(&mut dp, 0, 1, from(1), apply(vec![learner()]));
     flow(&mut dp, 0, 1, from(2), apply(vec![learner()]));
     run(&mut dp, 1, &tcp(1, 2, 10, 80, 0x02), 0);

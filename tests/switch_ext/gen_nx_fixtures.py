@@ -42,6 +42,7 @@ OFPET_BAD_MATCH = 4
 OFPBAC_BAD_LEN = 1
 OFPBAC_BAD_EXP_TYPE = 3
 OFPBAC_BAD_ARGUMENT = 5
+OFPBAC_MATCH_INCONSISTENT = 12
 OFPBAC_BAD_SET_LEN = 14
 OFPBAC_BAD_SET_ARGUMENT = 15
 OFPBMC_BAD_FIELD = 6
@@ -245,6 +246,7 @@ def fixtures() -> Iterator[Fixture]:
             ],
             table=1,
             priority=0,
+            **TCP,  # the fields the learn reads need it (OVS checks prerequisites)
         ),
         None,
     )
@@ -316,6 +318,16 @@ def fixtures() -> Iterator[Fixture]:
         "bad_output_reg_range",
         flow([parser.NXActionOutputReg(ofs_nbits=ofs(8, 23), src="in_port_nxm", max_len=0)]),
         (OFPET_BAD_ACTION, OFPBAC_BAD_SET_LEN),
+    )
+    yield (
+        "bad_learn_prereq_order",  # the learned tcp_src before eth_type and ip_proto
+        flow([learn(list(reversed(five_tuple(False))))], **TCP),
+        (OFPET_BAD_ACTION, OFPBAC_MATCH_INCONSISTENT),
+    )
+    yield (
+        "bad_reg_move_prereq",  # tcp_dst read by a flow that does not match TCP
+        flow([parser.NXActionRegMove(src_field="tcp_dst_nxm", dst_field="reg0", n_bits=16)]),
+        (OFPET_BAD_ACTION, OFPBAC_MATCH_INCONSISTENT),
     )
     yield (
         "bad_learn_spec_field",

@@ -204,6 +204,7 @@ pub const OFPBAC_BAD_EXP_TYPE: u16 = 3;
 pub const OFPBAC_BAD_OUT_PORT: u16 = 4;
 pub const OFPBAC_BAD_ARGUMENT: u16 = 5;
 pub const OFPBAC_BAD_OUT_GROUP: u16 = 9;
+pub const OFPBAC_MATCH_INCONSISTENT: u16 = 12;
 pub const OFPBAC_BAD_SET_TYPE: u16 = 13;
 pub const OFPBAC_BAD_SET_LEN: u16 = 14;
 pub const OFPBAC_BAD_SET_ARGUMENT: u16 = 15;
