@@ -46,6 +46,8 @@ fn nxm_field(class: u16, n: u8) -> Option<(Field, u8)> {
         (NXM_CLASS_1, 21) => (Icmpv6Type, 1),
         (NXM_CLASS_1, 22) => (Icmpv6Code, 1),
         (NXM_CLASS_1, 27) => (Ipv6Flabel, 4),
+        (NXM_CLASS_1, 28) => (IpEcn, 1),
+        (NXM_CLASS_1, 34) => (TcpFlags, 2),
         _ => return None,
     })
 }
@@ -356,6 +358,8 @@ mod tests {
         assert_eq!(nx_field(NXM_IN_PORT).unwrap(), NxField { field: Field::InPort, bits: 16 });
         assert_eq!(nx_field(OXM_IN_PORT).unwrap(), NxField { field: Field::InPort, bits: 32 });
         assert_eq!(nx_field(REG1).unwrap(), NxField { field: Field::Reg1, bits: 32 });
+        let tcp_flags = NxmHeader::new(NXM_CLASS_1, 34, 2);
+        assert_eq!(nx_field(tcp_flags).unwrap(), NxField { field: Field::TcpFlags, bits: 12 });
         let vid = NxmHeader::new(OFPXMC_OPENFLOW_BASIC, Field::VlanVid as u8, 2);
         assert_eq!(nx_field(vid).unwrap().bits, 13);
         let bad = OfpErr::new(OFPET_BAD_MATCH, OFPBMC_BAD_FIELD);
