@@ -18,6 +18,11 @@ use crate::packet::{self, Field, Key};
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// The Nicira extension actions implemented, as OFPMP_DESC's `sw_desc` announces them
+/// (`nx=...`): how an app tells this switch executes its Nicira pipeline.
+pub const NX_SUBSET: &str =
+    "resubmit,resubmit_table,reg_load,reg_move,output_reg,learn,fin_timeout,note,exit";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailMode {
     Secure,
@@ -340,9 +345,10 @@ impl Datapath {
 
     pub fn sw_desc(&self) -> String {
         format!(
-            "dcnlab-switch {VERSION}; select=hash,rr,random; default={}; experimenter=0x{:08x}",
+            "dcnlab-switch {VERSION}; select=hash,rr,random; default={}; experimenter=0x{:08x}; nx={}",
             self.default_select.name(),
-            DCNLAB_EXPERIMENTER_ID
+            DCNLAB_EXPERIMENTER_ID,
+            NX_SUBSET
         )
     }
 

@@ -56,6 +56,9 @@ def test_desc_reply_advertises_select_modes(samples):
     sw = body.sw_desc.rstrip(b"\0").decode()
     assert sw.startswith("dcnlab-switch ") and "select=hash,rr,random" in sw
     assert "experimenter=0x00dc0001" in sw
+    # The Nicira subset, announced for apps that program it (apps/tcppath.py looks for nx=).
+    nx = dict(kv.split("=", 1) for kv in sw.split("; ")[1:])["nx"].split(",")
+    assert {"resubmit", "reg_load", "reg_move", "output_reg", "learn"} <= set(nx)
     assert body.dp_desc.rstrip(b"\0") == b"s1"
 
 
