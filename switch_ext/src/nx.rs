@@ -198,11 +198,16 @@ pub fn port_from_bits(v: u128, n_bits: u16) -> u32 {
 /// their prerequisites there, as Open vSwitch checks.
 pub fn validate(a: &NxAction, n_tables: u8, m: Option<&MatchSpec>) -> Result<(), OfpErr> {
     match a {
-        NxAction::Resubmit { .. }
-        | NxAction::ResubmitTable { .. }
-        | NxAction::Note(_)
-        | NxAction::Exit
-        | NxAction::FinTimeout { .. } => Ok(()),
+        NxAction::Resubmit { .. } | NxAction::ResubmitTable { .. } | NxAction::Note(_) | NxAction::Exit => {
+            Ok(())
+        }
+        // Only a TCP flow sees FINs (Open vSwitch refuses it on others).
+        NxAction::FinTimeout { .. } => match m {
+            Some(m) if !m.prereqs_ok(Field::TcpFlags) => {
+                Err(OfpErr::new(OFPET_BAD_ACTION, OFPBAC_MATCH_INCONSISTENT))
+            }
+            _ => Ok(()),
+        },
         NxAction::RegLoad { dst, value } => {
             check_range(dst.field, dst.ofs, dst.n_bits, true, m)?;
             if dst.n_bits < 64 && value >> dst.n_bits != 0 {

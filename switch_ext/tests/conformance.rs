@@ -732,7 +732,13 @@ fn nx_action_cases() -> Vec<NxCase> {
                     dp,
                     Body::FlowMod(Box::new(FlowMod {
                         idle_timeout: 60,
-                        ..match add(0, 10, vec![], apply(vec![nx(fin), out(2)])) {
+                        // A TCP flow: Open vSwitch refuses fin_timeout on others.
+                        ..match add(
+                            0,
+                            10,
+                            vec![oxm(Field::EthType, 0x800), oxm(Field::IpProto, 6)],
+                            apply(vec![nx(fin), out(2)]),
+                        ) {
                             Body::FlowMod(fm) => *fm,
                             _ => unreachable!(),
                         }

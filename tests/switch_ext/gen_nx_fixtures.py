@@ -37,15 +37,16 @@ OUT = os.path.join(ROOT, "switch_ext", "tests", "fixtures", "nx_of13.json")
 
 DP = ofproto_protocol.ProtocolDesc(version=ofp.OFP_VERSION)
 
-OFPET_BAD_ACTION = 2
-OFPET_BAD_MATCH = 4
-OFPBAC_BAD_LEN = 1
-OFPBAC_BAD_EXP_TYPE = 3
-OFPBAC_BAD_ARGUMENT = 5
-OFPBAC_MATCH_INCONSISTENT = 12
-OFPBAC_BAD_SET_LEN = 14
-OFPBAC_BAD_SET_ARGUMENT = 15
-OFPBMC_BAD_FIELD = 6
+# The error codes, from Ryu's OpenFlow 1.3 constants.
+OFPET_BAD_ACTION = ofp.OFPET_BAD_ACTION
+OFPET_BAD_MATCH = ofp.OFPET_BAD_MATCH
+OFPBAC_BAD_LEN = ofp.OFPBAC_BAD_LEN
+OFPBAC_BAD_EXP_TYPE = ofp.OFPBAC_BAD_EXP_TYPE
+OFPBAC_BAD_ARGUMENT = ofp.OFPBAC_BAD_ARGUMENT
+OFPBAC_MATCH_INCONSISTENT = ofp.OFPBAC_MATCH_INCONSISTENT
+OFPBAC_BAD_SET_LEN = ofp.OFPBAC_BAD_SET_LEN
+OFPBAC_BAD_SET_ARGUMENT = ofp.OFPBAC_BAD_SET_ARGUMENT
+OFPBMC_BAD_FIELD = ofp.OFPBMC_BAD_FIELD
 
 TCP = {"eth_type": 0x0800, "ip_proto": 6}
 
@@ -151,7 +152,7 @@ def fixtures() -> Iterator[Fixture]:
     yield "note_long", flow([parser.NXActionNote(note=list(range(1, 15)))]), None
     yield "exit", flow([parser.NXActionExit()]), None
     fin = parser.NXActionFinTimeout(fin_idle_timeout=1, fin_hard_timeout=5)
-    yield "fin_timeout", flow([fin]), None
+    yield "fin_timeout", flow([fin], **TCP), None
 
     # -- learn: one spec kind each, then all together with every header field
     match_field = parser.NXFlowSpecMatch(src=("in_port", 0), dst=("in_port", 0), n_bits=32)
@@ -322,6 +323,11 @@ def fixtures() -> Iterator[Fixture]:
     yield (
         "bad_learn_prereq_order",  # the learned tcp_src before eth_type and ip_proto
         flow([learn(list(reversed(five_tuple(False))))], **TCP),
+        (OFPET_BAD_ACTION, OFPBAC_MATCH_INCONSISTENT),
+    )
+    yield (
+        "bad_fin_timeout_prereq",  # a flow that does not match TCP sees no FIN
+        flow([fin]),
         (OFPET_BAD_ACTION, OFPBAC_MATCH_INCONSISTENT),
     )
     yield (
