@@ -9,6 +9,7 @@ expected class with the expected fields.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -189,3 +190,22 @@ def test_nicira_flows_in_flow_stats_and_flow_removed(samples):
     assert isinstance(removed, parser.OFPFlowRemoved)
     assert (removed.table_id, removed.cookie, removed.reason) == (1, 0xBEEF, ofp.OFPRR_IDLE_TIMEOUT)
     assert removed.match["ipv4_src"] == "10.0.0.1"
+
+
+@pytest.mark.skipif(shutil.which("ovs-ofctl") is None, reason="needs ovs-ofctl (Open vSwitch)")
+def test_open_vswitch_reads_the_nicira_samples(samples):
+    """Open vSwitch's decoder (``ovs-ofctl ofp-print``) reads the Nicira samples as meant."""
+    def ovs(name: str) -> str:
+        r = subprocess.run(["ovs-ofctl", "ofp-print", samples[name].hex()], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0 and "decode error" not in r.stdout + r.stderr, r
+        return r.stdout
+
+    learner = ovs("nx_flow_stats_learner")
+    assert "reg0=0/0xffff" in learner and "resubmit(,1)" in learner
+    assert "output:NXM_NX_REG1[0..15]" in learner
+    assert "load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15]" in learner
+    learned = ovs("nx_flow_stats_learned")
+    assert "table=1" in learned and "nw_src=10.0.0.1" in learned
+    assert "actions=load:0x1->NXM_NX_REG0[0..15],output:1" in learned
+    assert "reason=idle" in ovs("nx_flow_removed")
