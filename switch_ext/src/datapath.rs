@@ -1196,6 +1196,26 @@ impl Datapath {
         match f.field {
             Field::Metadata => pkt.key.metadata = nx::deposit(pkt.key.metadata as u128, ofs, n, v) as u64,
             Field::InPort => pkt.key.in_port = nx::deposit(pkt.key.in_port as u128, ofs, n, v) as u32,
+            Field::VlanTci => {
+                // As Open vSwitch: the CFI bit says whether there is a tag; a write that
+                // sets it on an untagged frame pushes an 802.1Q tag, one that clears it pops.
+                let old = pkt.key.get(Field::VlanTci).unwrap_or(0);
+                let new = nx::deposit(old, ofs, n, v) as u16;
+                if new & 0x1000 == 0 {
+                    if pkt.key.vlan_tci.is_some() {
+                        packet::pop_vlan(&mut pkt.frame, &pkt.key);
+                        pkt.reparse();
+                    }
+                    return;
+                }
+                if pkt.key.vlan_tci.is_none() {
+                    packet::push_vlan(&mut pkt.frame, &pkt.key, packet::ETH_TYPE_VLAN);
+                }
+                if pkt.frame.len() >= 18 {
+                    pkt.frame[14..16].copy_from_slice(&(new & !0x1000).to_be_bytes());
+                    pkt.reparse();
+                }
+            }
             field => {
                 let Some(old) = pkt.key.get(field) else { return };
                 let new = nx::deposit(old, ofs, n, v) & field.value_bits();

@@ -112,10 +112,10 @@ pub fn settable(f: Field) -> bool {
     )
 }
 
-/// Writable by an NX action: the pipeline fields (registers, metadata, in_port) and the
-/// settable header fields.
+/// Writable by an NX action: the pipeline fields (registers, metadata, in_port), vlan_tci
+/// and the settable header fields.
 pub fn writable(f: Field) -> bool {
-    f.reg_index().is_some() || matches!(f, Field::Metadata | Field::InPort) || settable(f)
+    f.reg_index().is_some() || matches!(f, Field::Metadata | Field::InPort | Field::VlanTci) || settable(f)
 }
 
 fn set_len() -> OfpErr {
@@ -389,10 +389,10 @@ mod tests {
         assert_eq!(check_range(REG0, 17, 16, true, None).unwrap_err(), set_len());
         assert_eq!(check_range(REG0, 0, 0, true, None).unwrap_err(), set_len());
         assert_eq!(check_range(NXM_IN_PORT, 0, 17, false, None).unwrap_err(), set_len());
-        let tci = NxmHeader::new(NXM_CLASS_0, 4, 2);
-        assert!(check_range(tci, 0, 16, false, None).is_ok());
+        let tcp_flags = NxmHeader::new(NXM_CLASS_1, 34, 2);
+        assert!(check_range(tcp_flags, 0, 12, false, None).is_ok());
         assert_eq!(
-            check_range(tci, 0, 16, true, None).unwrap_err(),
+            check_range(tcp_flags, 0, 12, true, None).unwrap_err(),
             OfpErr::new(OFPET_BAD_ACTION, OFPBAC_BAD_SET_ARGUMENT)
         );
         let load = |value| NxAction::RegLoad { dst: SubField { field: REG0, ofs: 0, n_bits: 4 }, value };

@@ -532,6 +532,32 @@ fn set_field_writes_a_register_and_is_accepted_in_the_action_set() {
 }
 
 #[test]
+fn writing_vlan_tci_pushes_rewrites_and_pops_the_tag() {
+    let mut dp = datapath();
+    let tci = nxm0(4, 2);
+    // Untagged in: CFI set with VID 5, PCP 3 -> a tag is pushed.
+    flow(&mut dp, 0, 1, vec![oxm(0, &1u32.to_be_bytes())], apply(vec![load(tci, 0, 16, 0x7005), out(2)]));
+    // Tagged in: the VID bits only -> rewritten; clearing CFI -> popped.
+    flow(
+        &mut dp,
+        0,
+        1,
+        vec![oxm(0, &2u32.to_be_bytes())],
+        apply(vec![load(tci, 0, 12, 9), out(3), load(tci, 12, 1, 0), out(4)]),
+    );
+    let plain = tcp(1, 2, 1, 2, 0x10);
+    dp.out.clear();
+    dp.process_packet(1, plain.clone(), 0);
+    let tagged = dp.out.pop().unwrap().frame;
+    assert_eq!(&tagged[12..16], &[0x81, 0x00, 0x60, 0x05]);
+    assert_eq!(&tagged[16..], &plain[12..]);
+    dp.process_packet(2, tagged, 0);
+    let (retagged, popped) = (dp.out[0].frame.clone(), dp.out[1].frame.clone());
+    assert_eq!(&retagged[12..16], &[0x81, 0x00, 0x60, 0x09]);
+    assert_eq!(popped, plain);
+}
+
+#[test]
 fn reg_load_into_a_header_rewrites_the_packet() {
     let mut dp = datapath();
     // Load 10.0.0.77 into the IPv4 destination's low byte, via NXM_OF_IP_DST[0..7].
@@ -556,7 +582,15 @@ fn bad_nx_actions_are_refused_with_ovs_errors_and_the_switch_carries_on() {
     assert_eq!(refuse(&mut dp, load(bad_field, 0, 8, 1)), (OFPET_BAD_MATCH, OFPBMC_BAD_FIELD));
     assert_eq!(refuse(&mut dp, load(reg(0), 30, 8, 1)), (OFPET_BAD_ACTION, OFPBAC_BAD_SET_LEN));
     assert_eq!(refuse(&mut dp, load(reg(0), 0, 4, 16)), (OFPET_BAD_ACTION, OFPBAC_BAD_ARGUMENT));
-    assert_eq!(refuse(&mut dp, load(nxm0(4, 2), 0, 4, 1)), (OFPET_BAD_ACTION, OFPBAC_BAD_SET_ARGUMENT));
+    // tcp_flags is read-only (in a TCP flow: prerequisites are checked first).
+    let flags = NxmHeader::new(NXM_CLASS_1, 34, 2);
+    match send(&mut dp, flow_mod(0, 1, tcp4(), apply(vec![load(flags, 0, 4, 1)]))).as_slice() {
+        [Msg { body: Body::Error { typ, code, .. }, .. }] => {
+            assert_eq!((*typ, *code), (OFPET_BAD_ACTION, OFPBAC_BAD_SET_ARGUMENT))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(refuse(&mut dp, load(flags, 0, 4, 1)), (OFPET_BAD_ACTION, OFPBAC_MATCH_INCONSISTENT));
     assert_eq!(refuse(&mut dp, learn(9, 1, 0, 0, 0, vec![])), (OFPET_BAD_ACTION, OFPBAC_BAD_ARGUMENT));
     // Malformed on the wire: an unknown subtype, a short fixed-size action.
     let mut raw = Msg::new(5, flow_mod(0, 1, vec![], apply(vec![nx(NxAction::Exit)]))).encode();

@@ -112,6 +112,11 @@ def fixtures() -> Iterator[Fixture]:
         None,
     )
     yield (
+        "reg_load_vlan_tci",
+        flow([parser.NXActionRegLoad(ofs_nbits=ofs(0, 15), dst="vlan_tci", value=0x1005)]),
+        None,
+    )
+    yield (
         "reg_move_in_port_oxm",
         flow([parser.NXActionRegMove(src_field="in_port", dst_field="reg0", n_bits=32)]),
         None,
@@ -312,7 +317,10 @@ def fixtures() -> Iterator[Fixture]:
     )
     yield (
         "bad_reg_move_read_only_dst",
-        flow([parser.NXActionRegMove(src_field="reg0", dst_field="vlan_tci", n_bits=16)]),
+        flow(
+            [parser.NXActionRegMove(src_field="reg0", dst_field="tcp_flags_nxm", n_bits=12)],
+            **TCP,
+        ),
         (OFPET_BAD_ACTION, OFPBAC_BAD_SET_ARGUMENT),
     )
     yield (

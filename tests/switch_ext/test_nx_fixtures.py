@@ -67,7 +67,6 @@ NOT_OVS_ERRORS = {
     "bad_reg_load_unknown_field": "tunnel fields are not implemented",
     "bad_learn_spec_field": "pkt_mark is not implemented",
     "bad_subtype_ct_clear": "conntrack is not implemented",
-    "bad_reg_move_read_only_dst": "vlan_tci is read-only here",
 }
 
 
