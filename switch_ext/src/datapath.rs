@@ -189,8 +189,17 @@ impl ActionSet {
         v
     }
 
+    /// Nothing to run (what `to_list` would return empty for, without building it: this
+    /// is asked for every packet).
     fn is_empty(&self) -> bool {
-        self.to_list().is_empty()
+        !self.pop_vlan
+            && self.push_vlan.is_none()
+            && !self.dec_ttl
+            && self.set_ttl.is_none()
+            && self.set_fields.is_empty()
+            && self.queue.is_none()
+            && self.group.is_none()
+            && self.output.is_none()
     }
 }
 
@@ -1467,4 +1476,34 @@ fn chunk<T: Clone>(items: Vec<T>, wrap: fn(Vec<T>) -> MpReply) -> Vec<MpReply> {
     }
     out.push(wrap(cur));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_action_set_is_empty_exactly_when_it_has_nothing_to_run() {
+        let empty = ActionSet::default();
+        assert!(empty.is_empty() && empty.to_list().is_empty());
+        let one_each = [
+            Action::PopVlan,
+            Action::PushVlan(0x8100),
+            Action::DecNwTtl,
+            Action::SetNwTtl(3),
+            Action::SetField(Oxm::basic(Field::IpDscp as u8, vec![1], None)),
+            Action::SetQueue(1),
+            Action::Group(1),
+            Action::Output { port: 1, max_len: 0 },
+        ];
+        for a in one_each {
+            let mut s = ActionSet::default();
+            s.write(std::slice::from_ref(&a));
+            assert!(!s.is_empty() && !s.to_list().is_empty(), "{a:?}");
+        }
+        // Actions the set has no slot for leave it empty.
+        let mut s = ActionSet::default();
+        s.write(&[Action::Nx(NxAction::Exit)]);
+        assert!(s.is_empty() && s.to_list().is_empty());
+    }
 }
