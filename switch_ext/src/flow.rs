@@ -3,6 +3,7 @@
 
 use std::rc::Rc;
 
+use crate::nx;
 use crate::ofp::codec::{Action, FlowMod, Instruction, Match, OfpErr, Oxm, NXM_CLASS_0, NXM_CLASS_1};
 use crate::ofp::consts::*;
 use crate::packet::{Field, Key};
@@ -31,9 +32,19 @@ pub fn oxm_field(o: &Oxm) -> Option<Field> {
     match (o.class, o.experimenter) {
         (OFPXMC_OPENFLOW_BASIC, None) => Field::from_basic(o.field),
         (OFPXMC_EXPERIMENTER, Some(ONF_EXPERIMENTER_ID)) if o.field == 42 => Some(Field::TcpFlags),
-        // NXM_NX_REG0..7, as Ryu encodes `reg0=` in an OpenFlow 1.3 match.
-        (NXM_CLASS_1, None) => Field::reg(o.field),
+        // NXM fields (Open vSwitch takes them in an OXM match too): the registers, as Ryu
+        // encodes `reg0=`, and the NXM names of header fields (`ipv4_src_nxm=`).
+        (NXM_CLASS_0 | NXM_CLASS_1, None) => nx::nxm_field(o.class, o.field).map(|(f, _)| f),
         _ => None,
+    }
+}
+
+/// The value's width on the wire: the field's, except where an NXM field is narrower
+/// (NXM_OF_IN_PORT: 16 bits).
+fn wire_width(o: &Oxm, f: Field) -> usize {
+    match (o.class, o.experimenter) {
+        (NXM_CLASS_0 | NXM_CLASS_1, None) => nx::nxm_field(o.class, o.field).map_or(0, |(_, w)| w as usize),
+        _ => f.width(),
     }
 }
 
@@ -64,7 +75,8 @@ impl MatchSpec {
         let mut fields: Vec<MField> = Vec::with_capacity(m.fields.len());
         for o in &m.fields {
             let f = oxm_field(o).ok_or(bm(OFPBMC_BAD_FIELD))?;
-            if o.value.len() != f.width() {
+            let w = wire_width(o, f);
+            if o.value.len() != w {
                 return Err(bm(OFPBMC_BAD_LEN));
             }
             if fields.iter().any(|x| x.field == f) {
@@ -76,7 +88,10 @@ impl MatchSpec {
                 Some(_) if !f.maskable() => return Err(bm(OFPBMC_BAD_MASK)),
                 Some(mb) => be_u128(mb) & full,
             };
-            let value = be_u128(&o.value);
+            let mut value = be_u128(&o.value);
+            if f == Field::InPort && w == 2 {
+                value = nx::port_from_u16(value as u16) as u128; // an OpenFlow 1.0 number
+            }
             if value & !full != 0 {
                 return Err(bm(OFPBMC_BAD_VALUE));
             }
@@ -440,6 +455,34 @@ mod tests {
         assert_eq!(full, OfpErr::new(OFPET_FLOW_MOD_FAILED, OFPFMFC_TABLE_FULL));
         t.add(&flow_mod(10), udp(2), vec![], 5).unwrap(); // same match: a replacement
         assert_eq!(t.entries.len(), 2);
+    }
+
+    #[test]
+    fn nxm_fields_in_a_match_are_their_oxm_counterparts() {
+        let nxm = |class, field, v: Vec<u8>| Oxm { class, field, experimenter: None, value: v, mask: None };
+        let m = MatchSpec::compile(&m(vec![
+            nxm(NXM_CLASS_0, 0, vec![0, 3]), // NXM_OF_IN_PORT, 16 bits
+            nxm(NXM_CLASS_0, 3, vec![8, 0]),
+            nxm(NXM_CLASS_0, 7, vec![10, 0, 1, 5]),
+            nxm(NXM_CLASS_1, 2, vec![0, 0, 0, 9]), // reg2
+        ]))
+        .unwrap();
+        let f = ipv4_udp([10, 0, 1, 5], [10, 0, 2, 6], 1, 2, 0, b"");
+        let mut k = Key::parse(&f, 3);
+        k.regs[2] = 9;
+        assert!(m.matches(&k));
+        assert_eq!(m.fields[0], MField { field: Field::InPort, value: 3, mask: 0xffff_ffff });
+        // The same field twice, once by each name, is a duplicate; a wrong width a bad length.
+        let dup = MatchSpec::compile(&self::m(vec![
+            Oxm::basic(5, vec![8, 0], None),
+            Oxm::basic(11, vec![10, 0, 1, 5], None),
+            nxm(NXM_CLASS_0, 7, vec![10, 0, 1, 5]),
+        ]));
+        assert_eq!(dup.unwrap_err(), bm(OFPBMC_DUP_FIELD));
+        let wide = MatchSpec::compile(&self::m(vec![nxm(NXM_CLASS_0, 0, vec![0, 0, 0, 3])]));
+        assert_eq!(wide.unwrap_err(), bm(OFPBMC_BAD_LEN));
+        let unknown = MatchSpec::compile(&self::m(vec![nxm(NXM_CLASS_1, 33, vec![0, 0, 0, 1])]));
+        assert_eq!(unknown.unwrap_err(), bm(OFPBMC_BAD_FIELD)); // pkt_mark
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub struct NxField {
 
 /// The NXM class-0 (`NXM_OF_*`) and class-1 (`NXM_NX_*`) fields the switch knows, with
 /// their width in bytes.
-fn nxm_field(class: u16, n: u8) -> Option<(Field, u8)> {
+pub fn nxm_field(class: u16, n: u8) -> Option<(Field, u8)> {
     use Field::*;
     Some(match (class, n) {
         (NXM_CLASS_0, 0) => (InPort, 2),

@@ -221,6 +221,19 @@ def fixtures() -> Iterator[Fixture]:
     yield "set_field_reg", flow([parser.OFPActionSetField(reg2=0xBEEF)]), None
     yield "match_reg_masked", flow([], table=1, reg0=(0x1200, 0xFF00)), None
     yield (
+        "match_nxm_fields",  # NXM names of header fields in an OpenFlow 1.3 match
+        flow(
+            [],
+            table=1,
+            in_port_nxm=3,
+            eth_type_nxm=0x0800,
+            ip_proto_nxm=6,
+            ipv4_src_nxm="10.0.0.1",
+            tcp_dst_nxm=80,
+        ),
+        None,
+    )
+    yield (
         "match_regs_and_oxm",
         flow([], table=2, in_port=1, reg1=5, eth_type=0x0800, reg7=(1, 1)),
         None,
