@@ -21,6 +21,7 @@ _COUNTERS = {
     "tcppath_copy_duplicate": ("duplicate_dropped", None),
     "tcppath_copy_unknown": ("unknown_dropped", None),
     "tcppath_not_elephant": ("not_elephant", None),
+    "tcppath_tcp_packet_in": ("tcp_packet_in", "TCP packet-ins"),
 }
 CONTROLLER = ControllerColumns(
     counters={name: column for name, (column, _) in _COUNTERS.items()},
@@ -30,9 +31,11 @@ CONTROLLER = ControllerColumns(
 
 
 def congestion_avoided(ctx: CheckContext) -> CheckOutcome:
-    from .check import tcppath_congestion
+    from .check import connect_speed, tcppath_congestion
 
-    return tcppath_congestion(ctx.net, ctx.spec)
+    fields, failures = tcppath_congestion(ctx.net, ctx.spec)
+    speed, slow = connect_speed(ctx.net, ctx.spec)
+    return {**fields, **speed}, failures + slow
 
 
 SCHEMES = [

@@ -15,16 +15,18 @@ table  name      entries
                  reg5) LOCK, CONFIRM; anything else -> DEFAULT
 1      LOCK      *learned* reverse locks: DS tuple -> ``reg1 = lock port`` (the port the
                  first copy came in on), hard timeout = lock timeout
-2      CONFIRM   ``reg1 == 0`` -> FLOW; otherwise the packet confirms: *learn* the SD and DS
-                 per-flow entries into FLOW (idle timeout, flow-removed) and output to reg1
+2      CONFIRM   ``reg1 == 0`` (or the lock port is the in-port) -> FLOW; otherwise the
+                 packet confirms: *learn* the SD and DS per-flow entries into FLOW (idle
+                 timeout, flow-removed), decrement the IP TTL, output to reg1
 3      FLOW      *learned* per-flow entries ``in_port, eth_src/dst, tcp_src/dst -> port``;
                  a miss from a host port (TFE: an elephant) -> SEEN, DECIDE (explore); any
                  other miss -> DEFAULT
 4      SEEN      *learned* SD tuple -> ``reg2 = 1`` (hard timeout = lock timeout): an
                  exploration of this tuple passed here
 5      DECIDE    tagged and seen -> drop (a late copy); tagged -> first copy: *learn* SEEN
-                 and LOCK, -> FLOOD; untagged and seen -> DEFAULT (an exploration is
-                 pending); untagged -> explore: *learn* SEEN and LOCK, tag, -> FLOOD
+                 and LOCK, decrement the IP TTL, -> FLOOD; untagged and seen -> DEFAULT (an
+                 exploration is pending); untagged -> explore: *learn* SEEN and LOCK, tag,
+                 -> FLOOD
 6      FLOOD     ``eth_dst`` = a host of this switch -> untag, output to it (deliver);
                  otherwise output to every live fabric port (OpenFlow never sends a
                  packet back out of its in_port)
@@ -103,6 +105,7 @@ COUNT_FIRST = 3  # first copies (locked and flooded on)
 COUNT_EXPLORE = 4  # explorations started at this (edge) switch
 COUNT_PENDING = 5  # packets sent on the default routes while their exploration is pending
 COUNT_CONFIRM = 6  # packets that confirmed (learned per-flow entries) here
+COUNT_BOUNCE = 7  # packets whose lock pointed back to their in-port: not confirmed
 
 # Registers (pipeline metadata, zero when a packet enters table 0).
 REG_LOCK = "reg1"  # lock port (16 bits) found in LOCK
@@ -188,8 +191,14 @@ def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout:
     out.append(_entry(T_MAIN, 0, (("resubmit", T_DEFAULT),)))
     # CONFIRM
     out.append(_entry(T_CONFIRM, 10, (("resubmit", T_FLOW),), **{REG_LOCK: 0}))
-    out.append(_entry(T_CONFIRM, 0, learn_flow(idle_timeout) + (("output_reg", REG_LOCK, 0, 16),),
-                      COOKIE_COUNT | COUNT_CONFIRM, **_TCP))
+    for port in sorted({*ports.all_fabric, *(p for _, p in ports.hosts)}):
+        # A lock pointing back where the packet came from is another exploration's
+        # (locks of one exploration form a tree): never learn a path out of its in-port.
+        out.append(_entry(T_CONFIRM, 5, (("resubmit", T_FLOW),), COOKIE_COUNT | COUNT_BOUNCE,
+                          in_port=port, **{REG_LOCK: port}))
+    out.append(_entry(T_CONFIRM, 0, learn_flow(idle_timeout) + (
+        ("dec_nw_ttl",), ("output_reg", REG_LOCK, 0, 16)), COOKIE_COUNT | COUNT_CONFIRM,
+        **_TCP))
     # FLOW: misses
     for _, port in ports.hosts:
         if elephants is None:
@@ -204,7 +213,7 @@ def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout:
     # DECIDE
     seen = {REG_SEEN: (1, 1)}
     out.append(_entry(T_DECIDE, 30, (), COOKIE_COUNT | COUNT_LATE, vlan_vid=TAGGED, **seen))
-    out.append(_entry(T_DECIDE, 20, learn + (("resubmit", T_FLOOD),),
+    out.append(_entry(T_DECIDE, 20, learn + (("dec_nw_ttl",), ("resubmit", T_FLOOD)),
                       COOKIE_COUNT | COUNT_FIRST, vlan_vid=TAGGED, **_TCP))
     out.append(_entry(T_DECIDE, 10, (("resubmit", T_DEFAULT),), COOKIE_COUNT | COUNT_PENDING,
                       **seen))
@@ -433,4 +442,5 @@ class DataplaneView:
                 "tcppath_copy_late": total(COUNT_LATE)[0],
                 "tcppath_pending_default": total(COUNT_PENDING)[0],
                 "tcppath_confirm_packets": total(COUNT_CONFIRM)[0],
+                "tcppath_confirm_bounced": total(COUNT_BOUNCE)[0],
                 "tcppath_copy_bytes": copy_bytes // copies if copies else 0}
