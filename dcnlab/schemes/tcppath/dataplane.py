@@ -11,16 +11,16 @@ on their ordinary routes.  Eight tables:
 table  name      entries
 ====== ========= ==========================================================================
 0      MAIN      ARP/LLDP punts (the base's); tagged copy from a fabric port -> SEEN, DECIDE;
-                 any other tagged frame -> drop; untagged TCP -> (TFE: ``tcp_src`` to
-                 reg5) LOCK, CONFIRM; anything else -> DEFAULT
+                 any other tagged frame -> drop; untagged TCP -> ``tcp_src`` to reg5,
+                 LOCK, CONFIRM; anything else -> DEFAULT
 1      LOCK      *learned* reverse locks: DS tuple -> ``reg1 = lock port`` (the port the
                  first copy came in on), hard timeout = lock timeout
 2      CONFIRM   ``reg1 == 0`` (or the lock port is the in-port) -> FLOW; otherwise the
                  packet confirms: *learn* the SD and DS per-flow entries into FLOW (idle
                  timeout, flow-removed), decrement the IP TTL, output to reg1
 3      FLOW      *learned* per-flow entries ``in_port, eth_src/dst, tcp_src/dst -> port``;
-                 a miss from a host port (TFE: an elephant) -> SEEN, DECIDE (explore); any
-                 other miss -> DEFAULT
+                 a miss from a host port -> SEEN, DECIDE (explore) if a SYN or from an
+                 ephemeral source port (TFE: and an elephant); any other miss -> DEFAULT
 4      SEEN      *learned* SD tuple -> ``reg2 = 1`` (hard timeout = lock timeout): an
                  exploration of this tuple passed here
 5      DECIDE    tagged and seen -> drop (a late copy); tagged -> first copy: *learn* SEEN
@@ -41,11 +41,18 @@ the LOCK at every switch on its way back (first-arrival locks form a tree rooted
 it walks exactly the path the winning copy took) and CONFIRM learns both directions'
 per-flow entries there, so from S's ACK on the connection is forwarded by FLOW alone.
 
-Re-exploration comes for free: a per-flow entry that aged out (or was removed on Path
-Fail) leaves the flow's next packet at a host port without a FLOW entry, so it is
-explored like a SYN and the first packet of the other direction confirms the new path;
-packets sent while that exploration is pending (SEEN, lock timeout) take the default
-routes.  Exploring only from host ports keeps the rest loop-free: a packet that misses
+Re-exploration: a per-flow entry that aged out (or was removed on Path Fail) leaves the
+flow's next packet at a host port without a FLOW entry, so it is explored like a SYN and
+the first packet of the other direction confirms the new path; packets sent while that
+exploration is pending (SEEN, lock timeout) take the default routes.  Only the client
+side re-explores (a source port of 32768 and above; SYNs always explore): when both
+sides explored at once, each confirmed the other's locks while the datapath caches of
+Open vSwitch still held their old decisions, and the two trees mixed.  (Open vSwitch
+applies learned entries to packets of an existing datapath flow only once it has
+revalidated it, a moment later: the first answering packet may miss fresh locks on
+switches that carried the tuple before; the next one confirms.)
+
+Exploring only from host ports keeps the rest loop-free: a packet that misses
 FLOW in the fabric continues on the default routes, and per-flow entries match in_port.
 
 The FLOW entries match the same tuple as controller mode's (:mod:`.rules`), so
@@ -75,6 +82,7 @@ from dcnlab.controller.rules import (
     match,
 )
 from dcnlab.controller.view import NetworkView
+from dcnlab.schemes.tcppath.frames import TCP_ACK, TCP_SYN
 from dcnlab.schemes.tcppath.rules import (
     COOKIE_TCPPATH,
     ElephantFilter,
@@ -110,7 +118,8 @@ COUNT_BOUNCE = 7  # packets whose lock pointed back to their in-port: not confir
 # Registers (pipeline metadata, zero when a packet enters table 0).
 REG_LOCK = "reg1"  # lock port (16 bits) found in LOCK
 REG_SEEN = "reg2"  # bit 0: SEEN hit
-REG_SPORT = "reg5"  # TFE: tcp_src, matchable with a mask on every switch
+REG_SPORT = "reg5"  # tcp_src, matchable with a mask on every switch
+EPHEMERAL = 0x8000  # source ports 32768..65535: the client side of a connection
 IN_PORT = "in_port_nxm"  # NXM_OF_IN_PORT: 16 bits, as the registers' port fields
 
 _TUPLE = (("eth_src", 48), ("eth_dst", 48), ("tcp_src", 16), ("tcp_dst", 16))
@@ -173,6 +182,25 @@ def _entry(table: int, priority: int, actions: Iterable[Action], cookie: int | N
     return FlowEntry(priority, match(**fields), tuple(actions), table_id=table, cookie=cookie)
 
 
+def _explore_matches(elephants: ElephantFilter | None) -> list[dict[str, object]]:
+    """The extra match fields of the explore entries at a host port: SYNs, and packets
+    from an ephemeral source port (:data:`EPHEMERAL`, as ``reg5`` = ``tcp_src``: every
+    switch masks registers); TFE: of an elephant (source port range or DSCP)."""
+    syn = {"tcp_flags": (TCP_SYN, TCP_SYN | TCP_ACK)}
+    ephemeral = {REG_SPORT: (EPHEMERAL, EPHEMERAL)}
+    if elephants is None:
+        return [syn, ephemeral]
+    out: list[dict[str, object]] = []
+    for value, mask in port_prefixes(*elephants.ports) if elephants.ports else ():
+        out.append({**syn, REG_SPORT: (value, mask)})
+        if not mask & EPHEMERAL or value & EPHEMERAL:
+            out.append({REG_SPORT: (value | EPHEMERAL, mask | EPHEMERAL)})
+    for dscp in sorted(elephants.dscp or ()):
+        out.append({**syn, "ip_dscp": dscp})
+        out.append({**ephemeral, "ip_dscp": dscp})
+    return out
+
+
 def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout: int,
              lock_timeout: int) -> list[FlowEntry]:
     """The static entries of one switch (tables 0..6; DEFAULT comes from the policy)."""
@@ -184,9 +212,8 @@ def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout:
         out.append(_entry(T_MAIN, 900, explore, COOKIE_COUNT | COUNT_COPY_IN,
                           in_port=port, vlan_vid=TAGGED))
     out.append(_entry(T_MAIN, 890, (), vlan_vid=(OFPVID_PRESENT, OFPVID_PRESENT)))
-    tcp_actions: tuple[Action, ...] = (("resubmit", T_LOCK), ("resubmit", T_CONFIRM))
-    if elephants is not None and elephants.ports is not None:
-        tcp_actions = (("move", "tcp_src", 0, REG_SPORT, 0, 16),) + tcp_actions
+    tcp_actions: tuple[Action, ...] = (("move", "tcp_src", 0, REG_SPORT, 0, 16),
+                                       ("resubmit", T_LOCK), ("resubmit", T_CONFIRM))
     out.append(_entry(T_MAIN, 500, tcp_actions, **_TCP))
     out.append(_entry(T_MAIN, 0, (("resubmit", T_DEFAULT),)))
     # CONFIRM
@@ -199,16 +226,11 @@ def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout:
     out.append(_entry(T_CONFIRM, 0, learn_flow(idle_timeout) + (
         ("dec_nw_ttl",), ("output_reg", REG_LOCK, 0, 16)), COOKIE_COUNT | COUNT_CONFIRM,
         **_TCP))
-    # FLOW: misses
+    # FLOW: misses from a host explore, a SYN always, another packet only from the client
+    # side (an ephemeral source port), so that one side of a connection re-explores
     for _, port in ports.hosts:
-        if elephants is None:
-            out.append(_entry(T_FLOW, 2, explore, in_port=port, **_TCP))
-            continue
-        for value, mask in port_prefixes(*elephants.ports) if elephants.ports else ():
-            out.append(_entry(T_FLOW, 2, explore, in_port=port, **{REG_SPORT: (value, mask)},
-                              **_TCP))
-        for dscp in sorted(elephants.dscp or ()):
-            out.append(_entry(T_FLOW, 2, explore, in_port=port, ip_dscp=dscp, **_TCP))
+        for extra in _explore_matches(elephants):
+            out.append(_entry(T_FLOW, 2, explore, in_port=port, **extra, **_TCP))
     out.append(_entry(T_FLOW, 0, (("resubmit", T_DEFAULT),)))
     # DECIDE
     seen = {REG_SEEN: (1, 1)}
