@@ -11,11 +11,17 @@ use std::rc::Rc;
 
 use crate::flow::{instruction_rank, oxm_field, FlowTable, MatchSpec, Removed, Selector};
 use crate::group::{GroupTable, Rng, SelectMode};
+use crate::nx;
 use crate::ofp::codec::*;
 use crate::ofp::consts::*;
 use crate::packet::{self, Field, Key};
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The Nicira extension actions implemented, as OFPMP_DESC's `sw_desc` announces them
+/// (`nx=...`): how an app tells this switch executes its Nicira pipeline.
+pub const NX_SUBSET: &str =
+    "resubmit,resubmit_table,reg_load,reg_move,output_reg,learn,fin_timeout,note,exit";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailMode {
@@ -75,19 +81,51 @@ pub struct Output {
 #[derive(Clone)]
 struct Pkt {
     frame: Vec<u8>,
+    /// The parsed headers plus the pipeline fields (in_port, metadata, registers).
     key: Key,
     queue: u32,
     table_id: u8,
     cookie: u64,
     table_miss: bool,
     dead: bool,
+    /// The write-actions action set, run when the pipeline ends.
+    aset: ActionSet,
+    /// NXAST_EXIT ran: no more actions, except the action set.
+    halted: bool,
+    /// Resubmit nesting now, and resubmits so far (both bounded, as in Open vSwitch).
+    depth: u8,
+    resubmits: u16,
+    /// Dropped for exceeding a resubmit limit.
+    overflow: bool,
+    /// The flow entry whose instructions run (the address of its instruction list, for
+    /// fin_timeout to find it; 0 when none).
+    rule: usize,
 }
 
 impl Pkt {
+    fn new(frame: Vec<u8>, key: Key, table_id: u8, cookie: u64) -> Pkt {
+        Pkt {
+            frame,
+            key,
+            queue: 0,
+            table_id,
+            cookie,
+            table_miss: false,
+            dead: false,
+            aset: ActionSet::default(),
+            halted: false,
+            depth: 0,
+            resubmits: 0,
+            overflow: false,
+            rule: 0,
+        }
+    }
+
     fn reparse(&mut self) {
-        let (in_port, md) = (self.key.in_port, self.key.metadata);
+        let (in_port, md, regs) = (self.key.in_port, self.key.metadata, self.key.regs);
         self.key = Key::parse(&self.frame, in_port);
         self.key.metadata = md;
+        self.key.regs = regs;
     }
 }
 
@@ -157,6 +195,10 @@ impl ActionSet {
 }
 
 const MAX_GROUP_DEPTH: u8 = 8;
+/// Resubmits nested deeper than this drop the packet (Open vSwitch's MAX_DEPTH).
+pub const MAX_RESUBMIT_DEPTH: u8 = 64;
+/// Resubmits per packet at most, however nested (Open vSwitch's MAX_RESUBMITS).
+pub const MAX_RESUBMITS: u16 = 4096;
 const MAC_AGE_NS: u64 = 300_000_000_000;
 const MP_BODY_MAX: usize = 0xffff - 16;
 
@@ -178,6 +220,11 @@ pub struct Datapath {
     rng: Rng,
     macs: HashMap<[u8; 6], (u32, u64)>,
     pub packet_ins_dropped: u64,
+    /// Packets dropped because resubmits nested deeper than [`MAX_RESUBMIT_DEPTH`] or
+    /// exceeded [`MAX_RESUBMITS`].
+    pub resubmit_drops: u64,
+    /// Learn actions whose flow could not be installed (table full).
+    pub learn_failures: u64,
     /// Run-time ingress-discipline requests (experimenter SET_PORT_ABQ), validated on the
     /// wire here and applied by the owner of the port queues ([`crate::ports::Ports`]).
     pub ingress_ctl: Vec<IngressControl>,
@@ -260,6 +307,8 @@ impl Datapath {
             generation_id: None,
             macs: HashMap::new(),
             packet_ins_dropped: 0,
+            resubmit_drops: 0,
+            learn_failures: 0,
             ingress_ctl: Vec::new(),
         }
     }
@@ -296,9 +345,10 @@ impl Datapath {
 
     pub fn sw_desc(&self) -> String {
         format!(
-            "dcnlab-switch {VERSION}; select=hash,rr,random; default={}; experimenter=0x{:08x}",
+            "dcnlab-switch {VERSION}; select=hash,rr,random; default={}; experimenter=0x{:08x}; nx={}",
             self.default_select.name(),
-            DCNLAB_EXPERIMENTER_ID
+            DCNLAB_EXPERIMENTER_ID,
+            NX_SUBSET
         )
     }
 
@@ -502,11 +552,13 @@ impl Datapath {
         }
     }
 
+    /// `m`: the flow's match, for a flow mod (the NX actions' field prerequisites).
     fn validate_actions(
         &self,
         acts: &[Action],
         packet_out: bool,
         own_group: Option<u32>,
+        m: Option<&MatchSpec>,
     ) -> Result<(), OfpErr> {
         for a in acts {
             match a {
@@ -525,39 +577,8 @@ impl Datapath {
                 }
                 Action::SetField(o) => {
                     let f = oxm_field(o).ok_or(bac(OFPBAC_BAD_SET_TYPE))?;
-                    use Field::*;
-                    let settable = matches!(
-                        f,
-                        EthDst
-                            | EthSrc
-                            | VlanVid
-                            | VlanPcp
-                            | IpDscp
-                            | IpEcn
-                            | Ipv4Src
-                            | Ipv4Dst
-                            | TcpSrc
-                            | TcpDst
-                            | UdpSrc
-                            | UdpDst
-                            | SctpSrc
-                            | SctpDst
-                            | Ipv6Src
-                            | Ipv6Dst
-                            | EthType
-                            | IpProto
-                            | Icmpv4Type
-                            | Icmpv4Code
-                            | Icmpv6Type
-                            | Icmpv6Code
-                            | ArpOp
-                            | ArpSpa
-                            | ArpTpa
-                            | ArpSha
-                            | ArpTha
-                            | Ipv6Flabel
-                    );
-                    if !settable {
+                    // Registers too, as Open vSwitch allows (Ryu: OFPActionSetField(reg0=..)).
+                    if !nx::settable(f) && f.reg_index().is_none() {
                         return Err(bac(OFPBAC_BAD_SET_TYPE));
                     }
                     if o.mask.is_some() || o.value.len() != f.width() {
@@ -574,6 +595,7 @@ impl Datapath {
                     }
                 }
                 Action::PopVlan | Action::SetQueue(_) | Action::SetNwTtl(_) | Action::DecNwTtl => {}
+                Action::Nx(a) => nx::validate(a, self.cfg.n_tables, m)?,
                 Action::Experimenter { .. } => return Err(bac(OFPBAC_BAD_EXPERIMENTER)),
                 _ => return Err(bac(OFPBAC_BAD_TYPE)),
             }
@@ -585,6 +607,7 @@ impl Datapath {
         &self,
         instrs: &[Instruction],
         table_id: u8,
+        m: &MatchSpec,
     ) -> Result<Vec<Instruction>, OfpErr> {
         let mut seen = 0u32;
         for i in instrs {
@@ -600,8 +623,13 @@ impl Datapath {
                         return Err(bic(OFPBIC_BAD_TABLE_ID));
                     }
                 }
-                Instruction::ApplyActions(a) | Instruction::WriteActions(a) => {
-                    self.validate_actions(a, false, None)?
+                Instruction::ApplyActions(a) => self.validate_actions(a, false, None, Some(m))?,
+                Instruction::WriteActions(a) => {
+                    self.validate_actions(a, false, None, Some(m))?;
+                    // The action set has no slot for an extension action (OVS refuses too).
+                    if a.iter().any(|x| matches!(x, Action::Nx(_))) {
+                        return Err(bac(OFPBAC_BAD_TYPE));
+                    }
                 }
                 Instruction::WriteMetadata { .. } | Instruction::ClearActions => {}
                 Instruction::Meter(_) => return Err(bic(OFPBIC_UNSUP_INST)),
@@ -629,10 +657,10 @@ impl Datapath {
         let strict = matches!(fm.command, OFPFC_MODIFY_STRICT | OFPFC_DELETE_STRICT);
         match fm.command {
             OFPFC_ADD | OFPFC_MODIFY | OFPFC_MODIFY_STRICT => {
-                let instrs = self.validate_instructions(&fm.instructions, fm.table_id)?;
+                let instrs = self.validate_instructions(&fm.instructions, fm.table_id, &matches)?;
                 let t = &mut self.tables[fm.table_id as usize];
-                if fm.command == OFPFC_ADD {
-                    t.add(fm, matches, instrs, now_ns)?;
+                let replaced = if fm.command == OFPFC_ADD {
+                    t.add(fm, matches, instrs, now_ns)?.into_iter().collect()
                 } else {
                     let sel = Selector {
                         matches: &matches,
@@ -643,8 +671,9 @@ impl Datapath {
                         out_port: OFPP_ANY,
                         out_group: OFPG_ANY,
                     };
-                    t.modify(&sel, fm, &instrs);
-                }
+                    t.modify(&sel, fm, &instrs)
+                };
+                self.replaced(&replaced, now_ns);
             }
             _ => {
                 let sel = Selector {
@@ -673,7 +702,49 @@ impl Datapath {
         Ok(())
     }
 
+    /// Instruction lists a flow mod or learn replaced: their delete_learned learn actions
+    /// may have been the last ones.
+    fn replaced(&mut self, old: &[Rc<[Instruction]>], now_ns: u64) {
+        let mut keys = Vec::new();
+        for i in old {
+            nx::delete_learned_keys(i, &mut keys);
+        }
+        self.flush_learned(keys, now_ns);
+    }
+
+    /// NX_LEARN_F_DELETE_LEARNED, as Open vSwitch's learned cookies: for each (cookie,
+    /// table) no remaining flow holds a delete_learned learn action for any more, the
+    /// flows in that table with that cookie are deleted (reason DELETE).
+    fn flush_learned(&mut self, keys: Vec<(u64, u8)>, now_ns: u64) {
+        if keys.is_empty() {
+            return;
+        }
+        let mut held = Vec::new();
+        for e in self.tables.iter().flat_map(|t| t.entries.iter()) {
+            nx::delete_learned_keys(&e.instructions, &mut held);
+        }
+        let mut removed = Vec::new();
+        for (cookie, table) in keys {
+            if held.contains(&(cookie, table)) {
+                continue;
+            }
+            if let Some(t) = self.tables.get_mut(table as usize) {
+                t.delete_where(|e| e.cookie == cookie, OFPRR_DELETE, &mut removed);
+            }
+        }
+        self.flows_removed(removed, now_ns);
+    }
+
     fn flows_removed(&mut self, removed: Vec<Removed>, now_ns: u64) {
+        let mut keys = Vec::new();
+        for r in &removed {
+            nx::delete_learned_keys(&r.entry.instructions, &mut keys);
+        }
+        self.flows_removed_msgs(removed, now_ns);
+        self.flush_learned(keys, now_ns);
+    }
+
+    fn flows_removed_msgs(&mut self, removed: Vec<Removed>, now_ns: u64) {
         for r in removed {
             let e = r.entry;
             if e.flags & OFPFF_SEND_FLOW_REM == 0
@@ -705,7 +776,7 @@ impl Datapath {
     fn group_mod(&mut self, g: &GroupMod, now_ns: u64) -> Result<(), OfpErr> {
         if g.command != OFPGC_DELETE {
             for b in &g.buckets {
-                self.validate_actions(&b.actions, false, Some(g.group_id))?;
+                self.validate_actions(&b.actions, false, Some(g.group_id), None)?;
                 if b.watch_group != OFPG_ANY && !self.groups.groups.contains_key(&b.watch_group) {
                     return Err(OfpErr::new(OFPET_GROUP_MOD_FAILED, OFPGMFC_BAD_WATCH));
                 }
@@ -942,11 +1013,12 @@ impl Datapath {
         if !in_ok || in_port == 0 {
             return Err(brc(OFPBRC_BAD_PORT));
         }
-        self.validate_actions(actions, true, None)?;
+        self.validate_actions(actions, true, None, None)?;
         let key = Key::parse(&data, in_port);
-        let mut pkt =
-            Pkt { frame: data, key, queue: 0, table_id: 0, cookie: u64::MAX, table_miss: false, dead: false };
+        let mut pkt = Pkt::new(data, key, 0, u64::MAX);
+        let mark = self.out.len();
         self.apply_list(actions, &mut pkt, 0, now_ns);
+        self.finish(&mut pkt, mark, now_ns);
         Ok(())
     }
 
@@ -968,50 +1040,69 @@ impl Datapath {
 
     fn pipeline(&mut self, in_port: u32, frame: Vec<u8>, start_table: u8, now_ns: u64) {
         let key = Key::parse(&frame, in_port);
-        let mut pkt =
-            Pkt { frame, key, queue: 0, table_id: start_table, cookie: 0, table_miss: false, dead: false };
-        let mut aset = ActionSet::default();
-        let mut table = start_table;
+        let mut pkt = Pkt::new(frame, key, start_table, 0);
+        let mark = self.out.len();
+        self.run_tables(start_table, &mut pkt, now_ns);
+        self.finish(&mut pkt, mark, now_ns);
+    }
+
+    /// The end of a packet's pipeline: the action set runs, unless the packet was
+    /// dropped. A packet dropped by the resubmit limits takes back what it already sent
+    /// (Open vSwitch discards the whole translation).
+    fn finish(&mut self, pkt: &mut Pkt, mark: usize, now_ns: u64) {
+        if pkt.dead {
+            if pkt.overflow {
+                self.out.truncate(mark);
+            }
+            return;
+        }
+        if !pkt.aset.is_empty() {
+            let list = pkt.aset.to_list();
+            pkt.halted = false;
+            self.apply_list(&list, pkt, 0, now_ns);
+        }
+    }
+
+    /// Looks the packet up in `table` and runs the entry's instructions, following
+    /// goto-table; a miss without a table-miss entry ends it (OpenFlow 1.3 drops).
+    fn run_tables(&mut self, mut table: u8, pkt: &mut Pkt, now_ns: u64) {
         loop {
             let len = pkt.frame.len();
-            let Some(e) = self.tables[table as usize].lookup(&pkt.key, len, now_ns) else {
-                // No table-miss entry: OpenFlow 1.3 drops the packet.
+            let Some(t) = self.tables.get_mut(table as usize) else { return };
+            let Some(e) = t.lookup(&pkt.key, len, now_ns) else {
                 return;
             };
             let instrs = Rc::clone(&e.instructions);
             pkt.table_id = table;
             pkt.cookie = e.cookie;
             pkt.table_miss = e.is_table_miss();
+            pkt.rule = Rc::as_ptr(&instrs) as *const Instruction as usize;
             let mut goto = None;
             for ins in instrs.iter() {
                 match ins {
-                    Instruction::ApplyActions(acts) => self.apply_list(acts, &mut pkt, 0, now_ns),
-                    Instruction::ClearActions => aset = ActionSet::default(),
-                    Instruction::WriteActions(acts) => aset.write(acts),
+                    Instruction::ApplyActions(acts) => self.apply_list(acts, pkt, 0, now_ns),
+                    Instruction::ClearActions => pkt.aset = ActionSet::default(),
+                    Instruction::WriteActions(acts) => pkt.aset.write(acts),
                     Instruction::WriteMetadata { metadata, mask } => {
                         pkt.key.metadata = (pkt.key.metadata & !mask) | (metadata & mask)
                     }
                     Instruction::GotoTable(t) => goto = Some(*t),
                     _ => {}
                 }
-                if pkt.dead {
+                if pkt.dead || pkt.halted {
                     return;
                 }
             }
             match goto {
-                Some(t) if (t as usize) < self.tables.len() => table = t,
-                _ => break,
+                Some(t) => table = t,
+                None => return,
             }
-        }
-        if !aset.is_empty() {
-            let list = aset.to_list();
-            self.apply_list(&list, &mut pkt, 0, now_ns);
         }
     }
 
     fn apply_list(&mut self, acts: &[Action], pkt: &mut Pkt, depth: u8, now_ns: u64) {
         for a in acts {
-            if pkt.dead {
+            if pkt.dead || pkt.halted {
                 return;
             }
             match a {
@@ -1019,7 +1110,9 @@ impl Datapath {
                 Action::Group(g) => self.exec_group(*g, pkt, depth, now_ns),
                 Action::SetField(o) => {
                     if let Some(f) = oxm_field(o) {
-                        if o.value.len() == f.width()
+                        if let (Some(r), Ok(v)) = (f.reg_index(), <[u8; 4]>::try_from(&o.value[..])) {
+                            pkt.key.regs[r] = u32::from_be_bytes(v);
+                        } else if o.value.len() == f.width()
                             && packet::set_field(&mut pkt.frame, &pkt.key, f, &o.value)
                         {
                             pkt.reparse();
@@ -1050,8 +1143,140 @@ impl Datapath {
                     packet::set_ttl(&mut pkt.frame, &pkt.key, *t);
                     pkt.reparse();
                 }
+                Action::Nx(a) => self.nx_action(a, pkt, now_ns),
                 _ => {}
             }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Nicira extension actions
+
+    fn nx_action(&mut self, a: &NxAction, pkt: &mut Pkt, now_ns: u64) {
+        match a {
+            NxAction::Resubmit { in_port } => self.resubmit(*in_port, NX_RESUBMIT_CURRENT_TABLE, pkt, now_ns),
+            NxAction::ResubmitTable { in_port, table_id } => self.resubmit(*in_port, *table_id, pkt, now_ns),
+            NxAction::RegLoad { dst, value } => {
+                if let Ok(f) = nx::nx_field(dst.field) {
+                    self.write_bits(pkt, f, dst.ofs, dst.n_bits, *value as u128);
+                }
+            }
+            NxAction::RegMove { n_bits, src_ofs, dst_ofs, src, dst } => {
+                if let (Ok(s), Ok(d)) = (nx::nx_field(*src), nx::nx_field(*dst)) {
+                    let v = nx::extract(nx::read(&pkt.key, s), *src_ofs, *n_bits);
+                    self.write_bits(pkt, d, *dst_ofs, *n_bits, v);
+                }
+            }
+            NxAction::OutputReg { src, max_len } => {
+                if let Ok(f) = nx::nx_field(src.field) {
+                    let v = nx::extract(nx::read(&pkt.key, f), src.ofs, src.n_bits);
+                    self.output(nx::port_from_bits(v, src.n_bits), *max_len, pkt, now_ns);
+                }
+            }
+            NxAction::Learn(l) => self.learn(l, pkt, now_ns),
+            NxAction::FinTimeout { fin_idle_timeout, fin_hard_timeout } => {
+                // TCP FIN or RST.
+                if pkt.key.get(Field::TcpFlags).is_some_and(|f| f & 0x5 != 0) {
+                    self.reduce_timeouts(pkt, *fin_idle_timeout, *fin_hard_timeout);
+                }
+            }
+            NxAction::Exit => pkt.halted = true,
+            NxAction::Note(_) => {}
+        }
+    }
+
+    /// Writes the low `n` bits of `v` into `f[ofs..]`: a register or metadata directly,
+    /// a header field by rewriting the frame (checksums kept); a field the packet lacks
+    /// is left alone.
+    fn write_bits(&mut self, pkt: &mut Pkt, f: nx::NxField, ofs: u16, n: u16, v: u128) {
+        if let Some(r) = f.field.reg_index() {
+            pkt.key.regs[r] = nx::deposit(pkt.key.regs[r] as u128, ofs, n, v) as u32;
+            return;
+        }
+        match f.field {
+            Field::Metadata => pkt.key.metadata = nx::deposit(pkt.key.metadata as u128, ofs, n, v) as u64,
+            Field::InPort => pkt.key.in_port = nx::deposit(pkt.key.in_port as u128, ofs, n, v) as u32,
+            field => {
+                let Some(old) = pkt.key.get(field) else { return };
+                let new = nx::deposit(old, ofs, n, v) & field.value_bits();
+                let w = field.width();
+                if new != old
+                    && packet::set_field(&mut pkt.frame, &pkt.key, field, &new.to_be_bytes()[16 - w..])
+                {
+                    pkt.reparse();
+                }
+            }
+        }
+    }
+
+    /// NXAST_RESUBMIT(_TABLE): the packet (with `in_port` replaced unless 0xfff8) is looked
+    /// up in `table` (0xff: the current one); the matched entry's instructions run now
+    /// (apply-actions, the action set, metadata, goto-table); then the caller's actions go on.
+    fn resubmit(&mut self, in_port: u16, table: u8, pkt: &mut Pkt, now_ns: u64) {
+        if pkt.depth >= MAX_RESUBMIT_DEPTH || pkt.resubmits >= MAX_RESUBMITS {
+            self.resubmit_drops += 1;
+            pkt.overflow = true;
+            pkt.dead = true;
+            return;
+        }
+        let table = if table == NX_RESUBMIT_CURRENT_TABLE { pkt.table_id } else { table };
+        let saved = (pkt.key.in_port, pkt.table_id, pkt.cookie, pkt.table_miss, pkt.rule);
+        if in_port != NX_RESUBMIT_IN_PORT {
+            pkt.key.in_port = nx::port_from_u16(in_port);
+        }
+        pkt.depth += 1;
+        pkt.resubmits += 1;
+        self.run_tables(table, pkt, now_ns);
+        if pkt.dead {
+            return;
+        }
+        pkt.depth -= 1;
+        (pkt.key.in_port, pkt.table_id, pkt.cookie, pkt.table_miss, pkt.rule) = saved;
+    }
+
+    /// NXAST_LEARN: adds the flow built from this packet, or refreshes the one with the
+    /// same table, priority and match (actions replaced, timeouts restarted, counters kept).
+    fn learn(&mut self, l: &Learn, pkt: &Pkt, now_ns: u64) {
+        let (matches, actions) = nx::learn_flow(l, &pkt.key);
+        let fm = FlowMod {
+            cookie: l.cookie,
+            cookie_mask: 0,
+            table_id: l.table_id,
+            command: OFPFC_ADD,
+            idle_timeout: l.idle_timeout,
+            hard_timeout: l.hard_timeout,
+            priority: l.priority,
+            buffer_id: OFP_NO_BUFFER,
+            out_port: OFPP_ANY,
+            out_group: OFPG_ANY,
+            flags: if l.flags & NX_LEARN_F_SEND_FLOW_REM != 0 { OFPFF_SEND_FLOW_REM } else { 0 },
+            matches: Match::default(),
+            instructions: vec![],
+        };
+        let instrs = if actions.is_empty() { vec![] } else { vec![Instruction::ApplyActions(actions)] };
+        let Some(t) = self.tables.get_mut(l.table_id as usize) else { return };
+        match t.add(&fm, matches, instrs, now_ns) {
+            Ok(replaced) => self.replaced(&replaced.into_iter().collect::<Vec<_>>(), now_ns),
+            Err(_) => self.learn_failures += 1,
+        }
+    }
+
+    /// NXAST_FIN_TIMEOUT on a FIN or RST: the running entry's idle and hard timeouts drop
+    /// to the given ones if those are shorter (0 leaves a timeout alone), as in Open vSwitch.
+    fn reduce_timeouts(&mut self, pkt: &Pkt, idle: u16, hard: u16) {
+        let reduce = |max: u16, t: &mut u16| {
+            if max != 0 && (*t == 0 || *t > max) {
+                *t = max;
+            }
+        };
+        let Some(t) = self.tables.get_mut(pkt.table_id as usize) else { return };
+        if let Some(e) = t
+            .entries
+            .iter_mut()
+            .find(|e| Rc::as_ptr(&e.instructions) as *const Instruction as usize == pkt.rule)
+        {
+            reduce(idle, &mut e.idle_timeout);
+            reduce(hard, &mut e.hard_timeout);
         }
     }
 
@@ -1180,7 +1405,7 @@ impl Datapath {
         if key.eth_src[0] & 1 == 0 {
             self.macs.insert(key.eth_src, (in_port, now_ns));
         }
-        let pkt = Pkt { frame, key, queue: 0, table_id: 0, cookie: 0, table_miss: false, dead: false };
+        let pkt = Pkt::new(frame, key, 0, 0);
         let known = if pkt.key.eth_dst[0] & 1 == 0 {
             self.macs
                 .get(&pkt.key.eth_dst)

@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use crate::ofp::codec::{Action, FlowMod, Instruction, Match, OfpErr, Oxm};
+use crate::ofp::codec::{Action, FlowMod, Instruction, Match, OfpErr, Oxm, NXM_CLASS_0, NXM_CLASS_1};
 use crate::ofp::consts::*;
 use crate::packet::{Field, Key};
 
@@ -31,8 +31,27 @@ pub fn oxm_field(o: &Oxm) -> Option<Field> {
     match (o.class, o.experimenter) {
         (OFPXMC_OPENFLOW_BASIC, None) => Field::from_basic(o.field),
         (OFPXMC_EXPERIMENTER, Some(ONF_EXPERIMENTER_ID)) if o.field == 42 => Some(Field::TcpFlags),
+        // NXM_NX_REG0..7, as Ryu encodes `reg0=` in an OpenFlow 1.3 match.
+        (NXM_CLASS_1, None) => Field::reg(o.field),
         _ => None,
     }
+}
+
+/// The OXM TLV that matches `field` under `mask` (no mask when it covers the whole
+/// field): how a flow the switch built itself (learn) shows in stats and flow-removed.
+pub fn oxm_for(field: Field, value: u128, mask: u128) -> Oxm {
+    let w = field.width();
+    let bytes = |v: u128| v.to_be_bytes()[16 - w..].to_vec();
+    let mask = (mask != field.value_bits()).then(|| bytes(mask));
+    let (class, number, experimenter) = match field {
+        Field::TcpFlags => (OFPXMC_EXPERIMENTER, 42, Some(ONF_EXPERIMENTER_ID)),
+        Field::VlanTci => (NXM_CLASS_0, 4, None),
+        f => match f.reg_index() {
+            Some(n) => (NXM_CLASS_1, n as u8, None),
+            None => (OFPXMC_OPENFLOW_BASIC, f as u8, None),
+        },
+    };
+    Oxm { class, field: number, experimenter, value: bytes(value), mask }
 }
 
 fn bm(code: u16) -> OfpErr {
@@ -70,37 +89,54 @@ impl MatchSpec {
         Ok(spec)
     }
 
+    /// A match the switch builds itself (a learned flow): fields as given, in field
+    /// order, value bits outside the mask cleared; `raw` lists them as OXM TLVs.
+    pub fn from_fields(mut fields: Vec<MField>) -> MatchSpec {
+        fields.sort_by_key(|m| m.field);
+        for m in &mut fields {
+            m.mask &= m.field.value_bits();
+            m.value &= m.mask;
+        }
+        let raw = Match { fields: fields.iter().map(|m| oxm_for(m.field, m.value, m.mask)).collect() };
+        MatchSpec { fields, raw }
+    }
+
     fn exact(&self, f: Field) -> Option<u128> {
         self.fields.iter().find(|x| x.field == f && x.mask == f.value_bits()).map(|x| x.value)
     }
 
     fn check_prereqs(&self) -> Result<(), OfpErr> {
-        use Field::*;
-        let et = self.exact(EthType);
-        let proto = self.exact(IpProto);
-        let is_ip = matches!(et, Some(0x0800) | Some(0x86dd));
         for mf in &self.fields {
-            let ok = match mf.field {
-                VlanPcp => self
-                    .fields
-                    .iter()
-                    .any(|x| x.field == VlanVid && x.value & 0x1000 != 0 && x.mask & 0x1000 != 0),
-                IpDscp | IpEcn | IpProto => is_ip,
-                Ipv4Src | Ipv4Dst => et == Some(0x0800),
-                Ipv6Src | Ipv6Dst | Ipv6Flabel => et == Some(0x86dd),
-                ArpOp | ArpSpa | ArpTpa | ArpSha | ArpTha => et == Some(0x0806),
-                TcpSrc | TcpDst | TcpFlags => is_ip && proto == Some(6),
-                UdpSrc | UdpDst => is_ip && proto == Some(17),
-                SctpSrc | SctpDst => is_ip && proto == Some(132),
-                Icmpv4Type | Icmpv4Code => et == Some(0x0800) && proto == Some(1),
-                Icmpv6Type | Icmpv6Code => et == Some(0x86dd) && proto == Some(58),
-                _ => true,
-            };
-            if !ok {
+            if !self.prereqs_ok(mf.field) {
                 return Err(bm(OFPBMC_BAD_PREREQ));
             }
         }
         Ok(())
+    }
+
+    /// Does this match establish `f`'s prerequisites (OpenFlow 1.3 table 11)? Also how
+    /// Nicira actions that read or write `f` are checked against their flow's match.
+    pub fn prereqs_ok(&self, f: Field) -> bool {
+        use Field::*;
+        let et = self.exact(EthType);
+        let proto = self.exact(IpProto);
+        let is_ip = matches!(et, Some(0x0800) | Some(0x86dd));
+        match f {
+            VlanPcp => self
+                .fields
+                .iter()
+                .any(|x| x.field == VlanVid && x.value & 0x1000 != 0 && x.mask & 0x1000 != 0),
+            IpDscp | IpEcn | IpProto => is_ip,
+            Ipv4Src | Ipv4Dst => et == Some(0x0800),
+            Ipv6Src | Ipv6Dst | Ipv6Flabel => et == Some(0x86dd),
+            ArpOp | ArpSpa | ArpTpa | ArpSha | ArpTha => et == Some(0x0806),
+            TcpSrc | TcpDst | TcpFlags => is_ip && proto == Some(6),
+            UdpSrc | UdpDst => is_ip && proto == Some(17),
+            SctpSrc | SctpDst => is_ip && proto == Some(132),
+            Icmpv4Type | Icmpv4Code => et == Some(0x0800) && proto == Some(1),
+            Icmpv6Type | Icmpv6Code => et == Some(0x86dd) && proto == Some(58),
+            _ => true,
+        }
     }
 
     pub fn matches(&self, k: &Key) -> bool {
@@ -245,14 +281,15 @@ impl FlowTable {
         Some(&self.entries[idx])
     }
 
-    /// OFPFC_ADD. Returns the replaced entry's counters were reset (always, per 1.3.5).
+    /// OFPFC_ADD. An entry with the same priority and match is replaced; its instructions
+    /// are returned (the caller may have to act on what they held, e.g. delete_learned).
     pub fn add(
         &mut self,
         fm: &FlowMod,
         matches: MatchSpec,
         instructions: Vec<Instruction>,
         now_ns: u64,
-    ) -> Result<(), OfpErr> {
+    ) -> Result<Option<Rc<[Instruction]>>, OfpErr> {
         if fm.flags & OFPFF_CHECK_OVERLAP != 0
             && self.entries.iter().any(|e| {
                 e.priority == fm.priority && !e.matches.same(&matches) && e.matches.overlaps(&matches)
@@ -280,34 +317,38 @@ impl FlowTable {
             // Identical match and priority: the new entry replaces the old one. Keep the
             // counters unless asked to reset them (OVS does the same).
             let (p, b) = (e.packet_count, e.byte_count);
-            *e = entry;
+            let old = std::mem::replace(e, entry);
             if fm.flags & OFPFF_RESET_COUNTS == 0 {
                 e.packet_count = p;
                 e.byte_count = b;
             }
-            return Ok(());
+            return Ok(Some(old.instructions));
         }
         if self.max_entries.is_some_and(|max| self.entries.len() >= max) {
             return Err(OfpErr::new(OFPET_FLOW_MOD_FAILED, OFPFMFC_TABLE_FULL));
         }
         let pos = self.entries.partition_point(|e| e.priority >= entry.priority);
         self.entries.insert(pos, entry);
-        Ok(())
+        Ok(None)
     }
 
-    /// OFPFC_MODIFY(_STRICT): replaces instructions of selected entries. In 1.3 a modify
-    /// that selects nothing is a no-op.
-    pub fn modify(&mut self, sel: &Selector, fm: &FlowMod, instructions: &[Instruction]) -> usize {
-        let mut n = 0;
+    /// OFPFC_MODIFY(_STRICT): replaces instructions of selected entries (In 1.3 a modify
+    /// that selects nothing is a no-op); returns the instruction lists it replaced.
+    pub fn modify(
+        &mut self,
+        sel: &Selector,
+        fm: &FlowMod,
+        instructions: &[Instruction],
+    ) -> Vec<Rc<[Instruction]>> {
+        let mut old = Vec::new();
         for e in self.entries.iter_mut().filter(|e| sel.selects(e)) {
-            e.instructions = instructions.into();
+            old.push(std::mem::replace(&mut e.instructions, instructions.into()));
             if fm.flags & OFPFF_RESET_COUNTS != 0 {
                 e.packet_count = 0;
                 e.byte_count = 0;
             }
-            n += 1;
         }
-        n
+        old
     }
 
     pub fn delete(&mut self, sel: &Selector, reason: u8, out: &mut Vec<Removed>) {

@@ -5,7 +5,8 @@
 //! Rewrites keep checksums valid with incremental updates (RFC 1624), and never touch a
 //! checksum unless a header field under it changed.
 
-/// Match field identifiers we understand (OXM basic field numbers, plus tcp_flags).
+/// Match field identifiers we understand (OXM basic field numbers, plus tcp_flags, the
+/// Nicira registers and the NXM-only vlan_tci; those have numbers no OXM basic field has).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Field {
@@ -42,6 +43,17 @@ pub enum Field {
     Icmpv6Code = 30,
     /// ONF experimenter field 42 (EXT-109), the way Ryu encodes `tcp_flags` for OF1.3.
     TcpFlags = 42,
+    /// `NXM_NX_REG0..7` (NXM class 1, fields 0..7): 32-bit pipeline registers.
+    Reg0 = 100,
+    Reg1 = 101,
+    Reg2 = 102,
+    Reg3 = 103,
+    Reg4 = 104,
+    Reg5 = 105,
+    Reg6 = 106,
+    Reg7 = 107,
+    /// `NXM_OF_VLAN_TCI`: the outer tag's TCI with the CFI bit set, 0 when untagged.
+    VlanTci = 110,
 }
 
 impl Field {
@@ -84,11 +96,25 @@ impl Field {
         })
     }
 
+    /// Register `n` (0..7).
+    pub fn reg(n: u8) -> Option<Field> {
+        use Field::*;
+        [Reg0, Reg1, Reg2, Reg3, Reg4, Reg5, Reg6, Reg7].get(n as usize).copied()
+    }
+
+    /// The register number, if this is a register.
+    pub fn reg_index(self) -> Option<usize> {
+        let n = self as u8;
+        (100..108).contains(&n).then(|| (n - 100) as usize)
+    }
+
     /// Width of the field's OXM value in bytes.
     pub fn width(self) -> usize {
         use Field::*;
         match self {
             InPort | InPhyPort | Ipv4Src | Ipv4Dst | ArpSpa | ArpTpa | Ipv6Flabel => 4,
+            Reg0 | Reg1 | Reg2 | Reg3 | Reg4 | Reg5 | Reg6 | Reg7 => 4,
+            VlanTci => 2,
             Metadata => 8,
             EthDst | EthSrc | ArpSha | ArpTha => 6,
             EthType | VlanVid | TcpSrc | TcpDst | UdpSrc | UdpDst | SctpSrc | SctpDst | ArpOp | TcpFlags => 2,
@@ -116,6 +142,15 @@ impl Field {
                 | Ipv6Dst
                 | Ipv6Flabel
                 | TcpFlags
+                | Reg0
+                | Reg1
+                | Reg2
+                | Reg3
+                | Reg4
+                | Reg5
+                | Reg6
+                | Reg7
+                | VlanTci
         )
     }
 
@@ -157,6 +192,8 @@ pub const IPPROTO_SCTP: u8 = 132;
 pub struct Key {
     pub in_port: u32,
     pub metadata: u64,
+    /// Nicira registers: pipeline metadata, zero when a packet enters the pipeline.
+    pub regs: [u32; 8],
     pub eth_dst: [u8; 6],
     pub eth_src: [u8; 6],
     /// Outermost VLAN tag's TCI if tagged.
@@ -362,6 +399,10 @@ impl Key {
         Some(match field {
             InPort | InPhyPort => self.in_port as u128,
             Metadata => self.metadata as u128,
+            Reg0 | Reg1 | Reg2 | Reg3 | Reg4 | Reg5 | Reg6 | Reg7 => {
+                self.regs[field.reg_index().unwrap_or(0)] as u128
+            }
+            VlanTci => self.vlan_tci.map_or(0, |t| (t | 0x1000) as u128),
             EthDst => mac_u128(&self.eth_dst),
             EthSrc => mac_u128(&self.eth_src),
             EthType => self.eth_type as u128,

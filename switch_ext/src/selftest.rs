@@ -247,6 +247,86 @@ pub fn samples() -> Vec<(String, Vec<u8>)> {
         f.table_id = OFPTT_ALL;
     }
     req(&mut res, &mut dp, now, "flow_removed", 32, del);
+
+    // Nicira extensions: a learning flow in table 0 (learn, resubmit, output_reg; a
+    // register match) and the flow it learns in table 1, as flow stats and flow-removed.
+    let nxm = |class, field, len| NxmHeader::new(class, field, len);
+    let imm = |field, v: &[u8], n_bits| LearnSpec {
+        n_bits,
+        src: LearnSrc::Immediate(v.to_vec()),
+        dst: LearnDst::Match { field, ofs: 0 },
+    };
+    let learn = Learn {
+        idle_timeout: 9,
+        hard_timeout: 0,
+        priority: 7,
+        cookie: 0xbeef,
+        flags: NX_LEARN_F_SEND_FLOW_REM,
+        table_id: 1,
+        fin_idle_timeout: 0,
+        fin_hard_timeout: 0,
+        specs: vec![
+            imm(nxm(NXM_CLASS_0, 3, 2), &[8, 0], 16),
+            imm(nxm(NXM_CLASS_0, 6, 1), &[0, 17], 8),
+            LearnSpec {
+                n_bits: 32,
+                src: LearnSrc::Field { field: nxm(NXM_CLASS_0, 7, 4), ofs: 0 },
+                dst: LearnDst::Match { field: nxm(NXM_CLASS_0, 7, 4), ofs: 0 },
+            },
+            LearnSpec {
+                n_bits: 16,
+                src: LearnSrc::Field { field: nxm(NXM_CLASS_0, 0, 2), ofs: 0 },
+                dst: LearnDst::Load { field: nxm(NXM_CLASS_1, 0, 4), ofs: 0 },
+            },
+            LearnSpec {
+                n_bits: 16,
+                src: LearnSrc::Field { field: nxm(NXM_CLASS_0, 0, 2), ofs: 0 },
+                dst: LearnDst::Output,
+            },
+        ],
+    };
+    let reg0 = Oxm {
+        class: NXM_CLASS_1,
+        field: 0,
+        experimenter: None,
+        value: vec![0; 4],
+        mask: Some(vec![0, 0, 0xff, 0xff]),
+    };
+    let learner = flow_mod(
+        50,
+        vec![
+            Oxm::basic(Field::EthType as u8, vec![8, 0], None),
+            Oxm::basic(Field::IpProto as u8, vec![17], None),
+            reg0,
+        ],
+        vec![Instruction::ApplyActions(vec![
+            Action::Nx(NxAction::Learn(Box::new(learn))),
+            Action::Nx(NxAction::ResubmitTable { in_port: NX_RESUBMIT_IN_PORT, table_id: 1 }),
+            Action::Nx(NxAction::OutputReg {
+                src: SubField { field: nxm(NXM_CLASS_1, 1, 4), ofs: 0, n_bits: 16 },
+                max_len: 0,
+            }),
+        ])],
+        0,
+    );
+    req(&mut res, &mut dp, now, "nx_flow_mod_ok", 33, learner);
+    dp.process_packet(1, sample_frame(), now);
+    dp.out.clear();
+    for (name, xid, table_id) in [("nx_flow_stats_learner", 34, 0), ("nx_flow_stats_learned", 35, 1)] {
+        let fsr = FlowStatsRequest {
+            table_id,
+            out_port: OFPP_ANY,
+            out_group: OFPG_ANY,
+            cookie: 0,
+            cookie_mask: 0,
+            matches: Match::default(),
+        };
+        req(&mut res, &mut dp, now, name, xid, mp(MpRequest::Flow(fsr), OFPMP_FLOW));
+    }
+    dp.tick(now + 10_000_000_000); // the learned flow's idle timeout
+    for m in std::mem::take(&mut dp.ctrl) {
+        res.push(("nx_flow_removed".into(), m.encode()));
+    }
     res
 }
 

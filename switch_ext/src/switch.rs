@@ -432,13 +432,15 @@ impl Switch {
 
     pub fn stats_line(&mut self, now: u64) -> String {
         let mut s = format!(
-            "{{\"ts\":{:.6},\"mono_ns\":{},\"switch\":\"{}\",\"dpid\":{},\"connected\":{},\"packet_ins_dropped\":{},\"ports\":[",
+            "{{\"ts\":{:.6},\"mono_ns\":{},\"switch\":\"{}\",\"dpid\":{},\"connected\":{},\"packet_ins_dropped\":{},\"resubmit_drops\":{},\"learn_failures\":{},\"ports\":[",
             sys::wall_secs(),
             now,
             json_escape(&self.name),
             self.dp.cfg.dpid,
             self.dp.connected,
-            self.dp.packet_ins_dropped
+            self.dp.packet_ins_dropped,
+            self.dp.resubmit_drops,
+            self.dp.learn_failures
         );
         for (i, (p, q)) in self.ports.iter().zip(self.queues.queues.iter_mut()).enumerate() {
             let (peak_p, peak_b) = q.egress.take_peaks();

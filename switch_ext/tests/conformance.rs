@@ -543,6 +543,414 @@ fn group_types_all_select_indirect_fast_failover() {
     assert_eq!(ports(&mut dp, 3, &pkt), vec![3]);
 }
 
+// ---------------------------------------------------------------------------- Nicira extensions
+//
+// Semantics from Open vSwitch's ovs-actions(7) and ovs-fields(7): registers are pipeline
+// fields, zero when a packet enters; resubmit runs the matched entry at once and comes
+// back; learn adds a flow built from the packet. The packet is the TCP one above
+// (10.0.0.1:40000 -> 10.0.0.2:80).
+
+const fn nxm0(field: u8, len: u8) -> NxmHeader {
+    NxmHeader::new(NXM_CLASS_0, field, len)
+}
+const fn nx_reg(n: u8) -> NxmHeader {
+    NxmHeader::new(NXM_CLASS_1, n, 4)
+}
+
+fn nx(a: NxAction) -> Action {
+    Action::Nx(a)
+}
+
+fn nx_load(field: NxmHeader, ofs: u16, n_bits: u16, value: u64) -> Action {
+    nx(NxAction::RegLoad { dst: SubField { field, ofs, n_bits }, value })
+}
+
+fn nx_resubmit_table(table_id: u8) -> Action {
+    nx(NxAction::ResubmitTable { in_port: NX_RESUBMIT_IN_PORT, table_id })
+}
+
+fn nx_output_reg(field: NxmHeader, ofs: u16, n_bits: u16) -> Action {
+    nx(NxAction::OutputReg { src: SubField { field, ofs, n_bits }, max_len: 0 })
+}
+
+fn ports(got: Vec<(u32, Vec<u8>)>) -> Vec<u32> {
+    got.into_iter().map(|o| o.0).collect()
+}
+
+#[test]
+fn every_register_matches_its_value_and_nothing_else() {
+    for r in 0..8u8 {
+        let reg_oxm = |v: u32, mask: Option<u32>| Oxm {
+            class: NXM_CLASS_1,
+            field: r,
+            experimenter: None,
+            value: v.to_be_bytes().to_vec(),
+            mask: mask.map(|m| m.to_be_bytes().to_vec()),
+        };
+        for (loaded, want) in [(0x1234_5678u64, vec![3]), (0x1234_5679, vec![])] {
+            let mut dp = datapath(SelectMode::Hash);
+            flow(
+                &mut dp,
+                0,
+                1,
+                vec![],
+                vec![
+                    Instruction::ApplyActions(vec![nx_load(nx_reg(r), 0, 32, loaded)]),
+                    Instruction::GotoTable(1),
+                ],
+            );
+            flow(&mut dp, 1, 10, vec![reg_oxm(0x1234_5678, None)], apply(vec![out(3)]));
+            assert_eq!(ports(run(&mut dp, 1, &ipv4(6, tcp()))), want, "reg{r} = {loaded:#x}");
+        }
+        // Masked, and zero when the packet enters (a match on reg = 0 in table 0).
+        let mut dp = datapath(SelectMode::Hash);
+        flow(
+            &mut dp,
+            0,
+            10,
+            vec![reg_oxm(0, None)],
+            apply(vec![nx_load(nx_reg(r), 8, 8, 0xab), nx_resubmit_table(1)]),
+        );
+        flow(&mut dp, 1, 10, vec![reg_oxm(0xab00, Some(0xff00))], apply(vec![out(4)]));
+        assert_eq!(ports(run(&mut dp, 1, &ipv4(6, tcp()))), vec![4], "reg{r} masked");
+        assert_eq!(ports(run(&mut dp, 1, &ipv4(6, tcp()))), vec![4], "reg{r} starts at zero again");
+    }
+}
+
+/// (name in the README, what it sets up, the ports the packet leaves by)
+type NxCase = (&'static str, fn(&mut Datapath), Vec<u32>);
+
+fn nx_action_cases() -> Vec<NxCase> {
+    vec![
+        // NXAST_RESUBMIT: the current table again, with in_port 2.
+        (
+            "resubmit",
+            |dp| {
+                flow(
+                    dp,
+                    0,
+                    10,
+                    vec![oxm(Field::InPort, 1)],
+                    apply(vec![nx(NxAction::Resubmit { in_port: 2 }), out(OFPP_IN_PORT)]),
+                );
+                flow(dp, 0, 10, vec![oxm(Field::InPort, 2)], apply(vec![out(3)]));
+            },
+            vec![3, 1],
+        ),
+        // NXAST_RESUBMIT_TABLE: another table, its entry's actions now, then the rest.
+        (
+            "resubmit_table",
+            |dp| {
+                flow(dp, 0, 10, vec![], apply(vec![nx_resubmit_table(2), out(4)]));
+                flow(dp, 2, 10, vec![], apply(vec![out(3)]));
+            },
+            vec![3, 4],
+        ),
+        // NXAST_REG_LOAD into a header field: tcp_dst 80 -> 8080 (checked below).
+        (
+            "reg_load",
+            |dp| {
+                flow(
+                    dp,
+                    0,
+                    10,
+                    // Open vSwitch checks a field's prerequisites against the flow's match.
+                    vec![oxm(Field::EthType, 0x800), oxm(Field::IpProto, 6)],
+                    apply(vec![nx_load(nxm0(10, 2), 0, 16, 8080), out(2)]),
+                );
+            },
+            vec![2],
+        ),
+        // NXAST_REG_MOVE: the IPv4 source into the destination (checked below).
+        (
+            "reg_move",
+            |dp| {
+                let mv = NxAction::RegMove {
+                    n_bits: 32,
+                    src_ofs: 0,
+                    dst_ofs: 0,
+                    src: nxm0(7, 4),
+                    dst: nxm0(8, 4),
+                };
+                flow(dp, 0, 10, vec![oxm(Field::EthType, 0x800)], apply(vec![nx(mv), out(2)]));
+            },
+            vec![2],
+        ),
+        // NXAST_OUTPUT_REG: the port in reg5[8..23].
+        (
+            "output_reg",
+            |dp| {
+                flow(
+                    dp,
+                    0,
+                    10,
+                    vec![],
+                    apply(vec![nx_load(nx_reg(5), 8, 16, 4), nx_output_reg(nx_reg(5), 8, 16)]),
+                );
+            },
+            vec![4],
+        ),
+        // NXAST_LEARN: the learned entry (table 1) is used by the resubmit after it.
+        (
+            "learn",
+            |dp| {
+                let l = Learn {
+                    idle_timeout: 0,
+                    hard_timeout: 0,
+                    priority: 5,
+                    cookie: 0,
+                    flags: 0,
+                    table_id: 1,
+                    fin_idle_timeout: 0,
+                    fin_hard_timeout: 0,
+                    specs: vec![LearnSpec {
+                        n_bits: 16,
+                        src: LearnSrc::Immediate(vec![0, 3]),
+                        dst: LearnDst::Load { field: nx_reg(0), ofs: 0 },
+                    }],
+                };
+                flow(
+                    dp,
+                    0,
+                    10,
+                    vec![],
+                    apply(vec![
+                        nx(NxAction::Learn(Box::new(l))),
+                        nx_resubmit_table(1),
+                        nx_output_reg(nx_reg(0), 0, 16),
+                    ]),
+                );
+            },
+            vec![3],
+        ),
+        // NXAST_FIN_TIMEOUT: a FIN lowers the entry's idle timeout (checked below).
+        (
+            "fin_timeout",
+            |dp| {
+                let fin = NxAction::FinTimeout { fin_idle_timeout: 2, fin_hard_timeout: 0 };
+                let r = send(
+                    dp,
+                    Body::FlowMod(Box::new(FlowMod {
+                        idle_timeout: 60,
+                        ..match add(0, 10, vec![], apply(vec![nx(fin), out(2)])) {
+                            Body::FlowMod(fm) => *fm,
+                            _ => unreachable!(),
+                        }
+                    })),
+                );
+                assert!(r.is_empty(), "{r:?}");
+            },
+            vec![2],
+        ),
+        (
+            "note",
+            |dp| flow(dp, 0, 10, vec![], apply(vec![nx(NxAction::Note(vec![1, 2, 3, 0, 0, 0])), out(2)])),
+            vec![2],
+        ),
+        // NXAST_EXIT: nothing after it, at any resubmit level.
+        (
+            "exit",
+            |dp| {
+                flow(dp, 0, 10, vec![], apply(vec![out(2), nx_resubmit_table(1), out(3)]));
+                flow(dp, 1, 10, vec![], apply(vec![nx(NxAction::Exit), out(4)]));
+            },
+            vec![2],
+        ),
+    ]
+}
+
+#[test]
+fn every_nx_action_does_what_ovs_documents() {
+    for (name, setup, want) in nx_action_cases() {
+        let mut dp = datapath(SelectMode::Hash);
+        setup(&mut dp);
+        let mut pkt = ipv4(6, tcp());
+        if name == "fin_timeout" {
+            let l4 = Key::parse(&pkt, 1).l4.unwrap();
+            pkt[l4 + 13] |= 0x01; // FIN (the checksum does not matter here)
+        }
+        let got = run(&mut dp, 1, &pkt);
+        assert_eq!(ports(got.clone()), want, "{name}");
+        let k = Key::parse(&got[0].1, 1);
+        match name {
+            "reg_load" => {
+                assert_eq!(k.tp_dst, 8080);
+                assert!(checksums_ok(&got[0].1), "reg_load: checksums");
+            }
+            "reg_move" => {
+                assert_eq!(k.ipv4_dst, k.ipv4_src);
+                assert!(checksums_ok(&got[0].1), "reg_move: checksums");
+            }
+            "fin_timeout" => assert_eq!(dp.tables[0].entries[0].idle_timeout, 2),
+            "learn" => assert_eq!(dp.tables[1].entries.len(), 1),
+            _ => assert_eq!(got[0].1, pkt, "{name}: the packet is unchanged"),
+        }
+    }
+    // Resubmits nest 64 deep at most (Open vSwitch): deeper drops the packet.
+    let mut dp = datapath(SelectMode::Hash);
+    flow(
+        &mut dp,
+        0,
+        10,
+        vec![],
+        apply(vec![out(2), nx(NxAction::Resubmit { in_port: NX_RESUBMIT_IN_PORT })]),
+    );
+    assert!(run(&mut dp, 1, &ipv4(6, tcp())).is_empty());
+    assert_eq!(dp.resubmit_drops, 1);
+}
+
+/// (name in the README, the spec, a second packet's changes, the ports it leaves by)
+type SpecCase = (&'static str, Vec<LearnSpec>, fn(&mut Vec<u8>) -> u32, Vec<u32>);
+
+/// Each flow-spec kind: the first packet (port 1) learns into table 1, a second one
+/// (port 2) is resubmitted there; reg0 = 3 at learn time and every learned entry outputs
+/// to reg0[0..15] unless the case is the output spec itself.
+fn learn_spec_cases() -> Vec<SpecCase> {
+    let out_reg0 =
+        LearnSpec { n_bits: 16, src: LearnSrc::Field { field: nx_reg(0), ofs: 0 }, dst: LearnDst::Output };
+    let same = |_: &mut Vec<u8>| 2;
+    let other_sport = |f: &mut Vec<u8>| {
+        let l4 = Key::parse(f, 1).l4.unwrap();
+        f[l4 + 1] ^= 1;
+        2
+    };
+    vec![
+        (
+            "match-from-field",
+            vec![
+                LearnSpec {
+                    n_bits: 16,
+                    src: LearnSrc::Field { field: nxm0(9, 2), ofs: 0 },
+                    dst: LearnDst::Match { field: nxm0(9, 2), ofs: 0 },
+                },
+                out_reg0.clone(),
+            ],
+            same,
+            vec![3],
+        ),
+        (
+            "match-from-field",
+            vec![
+                LearnSpec {
+                    n_bits: 16,
+                    src: LearnSrc::Field { field: nxm0(9, 2), ofs: 0 },
+                    dst: LearnDst::Match { field: nxm0(9, 2), ofs: 0 },
+                },
+                out_reg0.clone(),
+            ],
+            other_sport,
+            vec![],
+        ),
+        (
+            "match-immediate",
+            vec![
+                LearnSpec {
+                    n_bits: 16,
+                    src: LearnSrc::Immediate(vec![0, 80]),
+                    dst: LearnDst::Match { field: nxm0(10, 2), ofs: 0 },
+                },
+                out_reg0.clone(),
+            ],
+            same,
+            vec![3],
+        ),
+        (
+            "match-immediate",
+            vec![
+                LearnSpec {
+                    n_bits: 16,
+                    src: LearnSrc::Immediate(vec![0, 81]),
+                    dst: LearnDst::Match { field: nxm0(10, 2), ofs: 0 },
+                },
+                out_reg0.clone(),
+            ],
+            same,
+            vec![],
+        ),
+        (
+            "load-from-field",
+            vec![
+                LearnSpec {
+                    n_bits: 16,
+                    src: LearnSrc::Field { field: nxm0(0, 2), ofs: 0 },
+                    dst: LearnDst::Load { field: nx_reg(1), ofs: 0 },
+                },
+                out_reg0.clone(),
+            ],
+            same,
+            vec![3, 1],
+        ),
+        (
+            "load-immediate",
+            vec![
+                LearnSpec {
+                    n_bits: 16,
+                    src: LearnSrc::Immediate(vec![0, 4]),
+                    dst: LearnDst::Load { field: nx_reg(1), ofs: 0 },
+                },
+                out_reg0.clone(),
+            ],
+            same,
+            vec![3, 4],
+        ),
+        (
+            "output-to-port-in-field",
+            vec![LearnSpec {
+                n_bits: 16,
+                src: LearnSrc::Field { field: nxm0(0, 2), ofs: 0 },
+                dst: LearnDst::Output,
+            }],
+            same,
+            vec![1],
+        ),
+    ]
+}
+
+#[test]
+fn every_learn_spec_kind_builds_what_ovs_documents() {
+    for (name, specs, second, want) in learn_spec_cases() {
+        let mut dp = datapath(SelectMode::Hash);
+        // As Open vSwitch requires: the learned TCP fields' prerequisites come first as
+        // constants, the learning flow matches those its sources need.
+        let imm = |field, v: &[u8], n_bits| LearnSpec {
+            n_bits,
+            src: LearnSrc::Immediate(v.to_vec()),
+            dst: LearnDst::Match { field, ofs: 0 },
+        };
+        let prereqs = vec![imm(nxm0(3, 2), &[8, 0], 16), imm(nxm0(6, 1), &[0, 6], 8)];
+        let l = Learn {
+            idle_timeout: 0,
+            hard_timeout: 0,
+            priority: 5,
+            cookie: 0,
+            flags: 0,
+            table_id: 1,
+            fin_idle_timeout: 0,
+            fin_hard_timeout: 0,
+            specs: [prereqs, specs].concat(),
+        };
+        flow(
+            &mut dp,
+            0,
+            10,
+            vec![oxm(Field::InPort, 1), oxm(Field::EthType, 0x800), oxm(Field::IpProto, 6)],
+            apply(vec![nx_load(nx_reg(0), 0, 16, 3), nx(NxAction::Learn(Box::new(l)))]),
+        );
+        // The second packet: resubmit to the learned entry, then out by reg1 (if loaded).
+        flow(
+            &mut dp,
+            0,
+            10,
+            vec![oxm(Field::InPort, 2)],
+            apply(vec![nx_resubmit_table(1), nx_output_reg(nx_reg(1), 0, 16)]),
+        );
+        assert!(run(&mut dp, 1, &ipv4(6, tcp())).is_empty(), "{name}: the first packet only learns");
+        let mut pkt = ipv4(6, tcp());
+        let port = second(&mut pkt);
+        assert_eq!(ports(run(&mut dp, port, &pkt)), want, "{name}");
+    }
+}
+
 // ---------------------------------------------------------------------------- the README
 
 /// What the README's conformance table must list: every case above, by OXM/spec name.
@@ -570,6 +978,15 @@ fn tested() -> BTreeSet<String> {
     }
     for g in ["all", "select", "indirect", "fast_failover"] {
         s.insert(format!("group | {g}"));
+    }
+    for r in 0..8 {
+        s.insert(format!("nx_match | reg{r}"));
+    }
+    for (a, _, _) in nx_action_cases() {
+        s.insert(format!("nx_action | {a}"));
+    }
+    for (k, _, _, _) in learn_spec_cases() {
+        s.insert(format!("learn_spec | {k}"));
     }
     s
 }
@@ -609,6 +1026,15 @@ fn spec_name(f: Field) -> &'static str {
         Icmpv6Type => "icmpv6_type",
         Icmpv6Code => "icmpv6_code",
         TcpFlags => "tcp_flags",
+        Reg0 => "reg0",
+        Reg1 => "reg1",
+        Reg2 => "reg2",
+        Reg3 => "reg3",
+        Reg4 => "reg4",
+        Reg5 => "reg5",
+        Reg6 => "reg6",
+        Reg7 => "reg7",
+        VlanTci => "vlan_tci",
     }
 }
 

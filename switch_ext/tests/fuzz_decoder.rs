@@ -27,6 +27,29 @@ fn vectors() -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// The Nicira-extension fixtures Ryu encoded (tests/fixtures/nx_of13.json).
+fn nx_fixtures() -> Vec<Vec<u8>> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nx_of13.json");
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    doc["fixtures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            let s = v["hex"].as_str().unwrap();
+            (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+        })
+        .collect()
+}
+
+/// A TCP/IPv4 frame, for running whatever actions got installed.
+fn tcp_frame(flags: u8) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00];
+    f.extend_from_slice(&[0x45, 0, 0, 40, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    f.extend_from_slice(&[0x9c, 0x40, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+    f
+}
+
 fn frame(mut b: Vec<u8>, t: u8) -> Vec<u8> {
     if b.len() < 8 {
         b.resize(8, 0);
@@ -73,6 +96,40 @@ proptest! {
         dp.handle_raw(&b, 0);
         if let Ok(m) = Msg::decode(&b) {
             let _ = m.encode();
+        }
+    }
+
+    #[test]
+    fn mutated_nx_fixtures_never_panic_when_decoded_installed_or_run(
+        picks in proptest::collection::vec(any::<usize>(), 1..6),
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+        flags in any::<u8>(),
+    ) {
+        let fs = nx_fixtures();
+        let mut dp = datapath();
+        for (k, i) in picks.iter().enumerate() {
+            let mut b = fs[i % fs.len()].clone();
+            // Mutate only the first pick: the others install valid NX programs around it.
+            if k == 0 {
+                for (pos, val) in &flips {
+                    let n = b.len();
+                    let at = 8 + pos % (n - 8); // keep the header: test the bodies
+                    b[at] ^= val;
+                }
+            }
+            dp.handle_raw(&b, 0);
+            if let Ok(m) = Msg::decode(&b) {
+                let _ = m.encode();
+            }
+        }
+        // Whatever was accepted runs on packets (learn, resubmit loops, loads into headers).
+        for now in [0, 1_000_000_000, 70_000_000_000] {
+            dp.process_packet(1, tcp_frame(flags), now);
+            dp.process_packet(2, tcp_frame(flags | 1), now);
+            dp.tick(now);
+        }
+        for p in dp.out.drain(..) {
+            prop_assert!(p.port == 1 || p.port == 2);
         }
     }
 

@@ -30,7 +30,8 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespace
 pytestmark = pytest.mark.filterwarnings("ignore:distutils Version classes:DeprecationWarning")
 
 # Documented in switch_ext/README.md, "Stats file".
-STATS_FIELDS = {"ts", "mono_ns", "switch", "dpid", "connected", "packet_ins_dropped", "ports"}
+STATS_FIELDS = {"ts", "mono_ns", "switch", "dpid", "connected", "packet_ins_dropped",
+                "resubmit_drops", "learn_failures", "ports"}
 PORT_FIELDS = {"port", "name", "up", "qlen", "qlen_bytes", "qlen_max", "qlen_bytes_max",
                "in_flight", "rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "drops",
                "tx_dropped", "ce_marks", "rx_errors"}

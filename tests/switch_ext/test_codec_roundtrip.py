@@ -56,6 +56,9 @@ def test_desc_reply_advertises_select_modes(samples):
     sw = body.sw_desc.rstrip(b"\0").decode()
     assert sw.startswith("dcnlab-switch ") and "select=hash,rr,random" in sw
     assert "experimenter=0x00dc0001" in sw
+    # The Nicira subset, announced for apps that program it (apps/tcppath.py looks for nx=).
+    nx = dict(kv.split("=", 1) for kv in sw.split("; ")[1:])["nx"].split(",")
+    assert {"resubmit", "reg_load", "reg_move", "output_reg", "learn"} <= set(nx)
     assert body.dp_desc.rstrip(b"\0") == b"s1"
 
 
@@ -153,3 +156,36 @@ def test_flow_removed(samples):
     assert isinstance(m, parser.OFPFlowRemoved)
     assert m.reason == ofp.OFPRR_DELETE and m.priority == 100 and m.cookie == 0x1234
     assert m.match["in_port"] == 2 and m.packet_count == 1
+
+
+def test_nicira_flows_in_flow_stats_and_flow_removed(samples):
+    """A learning flow and the flow it learned, as Ryu's own parser reads them."""
+    (learner,) = parse(samples["nx_flow_stats_learner"]).body
+    assert learner.match["reg0"] == (0, 0xFFFF) and learner.match["ip_proto"] == 17
+    learn, resubmit, output_reg = learner.instructions[0].actions
+    assert isinstance(learn, parser.NXActionLearn)
+    assert (learn.table_id, learn.priority, learn.idle_timeout, learn.cookie) == (1, 7, 9, 0xBEEF)
+    assert [type(s).__name__ for s in learn.specs] == [
+        "NXFlowSpecMatch", "NXFlowSpecMatch", "NXFlowSpecMatch", "NXFlowSpecLoad",
+        "NXFlowSpecOutput",
+    ]
+    assert learn.specs[2].src == ("ipv4_src_nxm", 0) and learn.specs[3].dst == ("reg0", 0)
+    assert isinstance(resubmit, parser.NXActionResubmitTable) and resubmit.table_id == 1
+    assert isinstance(output_reg, parser.NXActionOutputReg) and output_reg.src == "reg1"
+    assert learner.packet_count == 1
+
+    (learned,) = parse(samples["nx_flow_stats_learned"]).body
+    assert (learned.table_id, learned.priority, learned.cookie) == (1, 7, 0xBEEF)
+    assert (learned.idle_timeout, learned.flags) == (9, ofp.OFPFF_SEND_FLOW_REM)
+    assert learned.match["eth_type"] == 0x0800 and learned.match["ip_proto"] == 17
+    assert learned.match["ipv4_src"] == "10.0.0.1"
+    load, output = learned.instructions[0].actions
+    assert isinstance(load, parser.NXActionRegLoad)
+    assert (load.dst, load.value, load.ofs_nbits) == ("reg0", 1, 15)  # in_port 1, reg0[0..15]
+    assert isinstance(output, parser.OFPActionOutput) and output.port == 1
+    assert learned.packet_count == 1  # the learning packet, resubmitted into it
+
+    removed = parse(samples["nx_flow_removed"])
+    assert isinstance(removed, parser.OFPFlowRemoved)
+    assert (removed.table_id, removed.cookie, removed.reason) == (1, 0xBEEF, ofp.OFPRR_IDLE_TIMEOUT)
+    assert removed.match["ipv4_src"] == "10.0.0.1"

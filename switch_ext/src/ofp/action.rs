@@ -1,12 +1,16 @@
 //! Actions (`ofp_action_*`): apply/write-actions lists, packet-out and bucket actions.
 
 use super::consts::*;
+use super::nx::{NxAction, NX_EXPERIMENTER_ID};
 use super::oxm::Oxm;
 use super::wire::*;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    Output { port: u32, max_len: u16 },
+    Output {
+        port: u32,
+        max_len: u16,
+    },
     CopyTtlOut,
     CopyTtlIn,
     SetMplsTtl(u8),
@@ -22,7 +26,13 @@ pub enum Action {
     SetField(Oxm),
     PushPbb(u16),
     PopPbb,
-    Experimenter { experimenter: u32, data: Vec<u8> },
+    /// A Nicira extension action (experimenter 0x00002320), decoded.
+    Nx(NxAction),
+    /// Any other experimenter's action, kept raw (the datapath refuses it).
+    Experimenter {
+        experimenter: u32,
+        data: Vec<u8>,
+    },
 }
 
 impl Action {
@@ -99,6 +109,7 @@ impl Action {
                 oxm.encode(w);
                 w.pad(pad_to_8(len));
             }
+            Action::Nx(a) => a.encode(w),
             Action::Experimenter { experimenter, data } => {
                 let len = 8 + data.len();
                 let total = len + pad_to_8(len);
@@ -194,7 +205,11 @@ impl Action {
             }
             OFPAT_EXPERIMENTER => {
                 let experimenter = b.u32()?;
-                Action::Experimenter { experimenter, data: b.rest().to_vec() }
+                if experimenter == NX_EXPERIMENTER_ID {
+                    Action::Nx(NxAction::decode(b.rest(), len)?)
+                } else {
+                    Action::Experimenter { experimenter, data: b.rest().to_vec() }
+                }
             }
             _ => return Err(OfpErr::new(OFPET_BAD_ACTION, OFPBAC_BAD_TYPE)),
         };

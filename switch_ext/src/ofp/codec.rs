@@ -9,7 +9,7 @@
 //! `tests/vectors.rs`).
 //!
 //! One module per wire format, re-exported here so users import a single path:
-//! [`super::wire`] primitives, [`super::oxm`] match fields, [`super::action`] actions,
+//! [`super::wire`] primitives, [`super::oxm`] match fields, [`super::action`] actions, [`super::nx`] Nicira extension actions,
 //! [`super::instruction`] instructions, [`super::flowmod`] flow/group mods and
 //! flow-removed, [`super::port`] port descriptions, [`super::multipart`] statistics, and
 //! [`super::message`] the header and per-type framing.
@@ -19,6 +19,7 @@ pub use super::flowmod::*;
 pub use super::instruction::*;
 pub use super::message::*;
 pub use super::multipart::*;
+pub use super::nx::*;
 pub use super::oxm::*;
 pub use super::port::*;
 pub use super::wire::{OfpErr, Res};

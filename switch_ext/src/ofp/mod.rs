@@ -6,6 +6,7 @@ pub mod flowmod;
 pub mod instruction;
 pub mod message;
 pub mod multipart;
+pub mod nx;
 pub mod oxm;
 pub mod port;
 pub mod wire;
