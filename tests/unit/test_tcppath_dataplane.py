@@ -190,7 +190,8 @@ def test_ageing_then_re_exploration_of_a_flow_still_sending(
     assert fab.path_holding_entries() == [3, 5, 7]
     fab.age(4.0)  # idle 4 s > 2 s: gone, with flow-removed messages
     assert fab.path_holding_entries() == []
-    assert not any(sw.table(dpl.T_LOCK) or sw.table(dpl.T_SEEN)
+    assert not any(sw.table(dpl.T_LOCK) or [f for f in sw.table(dpl.T_SEEN)
+                                            if f.cookie == dpl.COOKIE_SEEN]
                    for sw in fab.net.switches.values())  # locks: hard 3 s
     assert fab.app.counters["tcppath_flows_aged"] == 2  # each direction, at its source
     assert fab.app.counters["tcppath_flow_entries_aged"] == 6
@@ -204,6 +205,9 @@ def test_ageing_then_re_exploration_of_a_flow_still_sending(
     # ... and the other direction's first packet confirms the new path.
     fab.send(h5, h1, 5001, 40000, ACK)
     assert fab.path_holding_entries() == [2, 5, 7]
+    # The second exploration's copies carried the tuple's next generation (VLAN id).
+    (gen,) = [f for f in fab.net.switches[5].table(dpl.T_SEEN) if f.cookie == dpl.COOKIE_GEN]
+    assert gen.actions[0].value == 2
     fab.poll()
     assert fab.app.counters["tcppath_explorations"] == 2
     assert [f["path"] for f in fab.app.state()["tcppath"]["recent"]

@@ -4,8 +4,8 @@ In data-plane mode (``DCNLAB_TCPPATH_MODE=dataplane``) no TCP packet reaches the
 controller.  The switches explore, lock, confirm and forward with Nicira extensions
 (``learn``, ``resubmit``, ``load``/``move``, ``output_reg``, register matches) that Ryu
 encodes and Open vSwitch and switch_ext execute.  Exploration copies are the packet
-itself behind a VLAN tag (VID :data:`EXPLORE_VID`), so a switch tells them from packets
-on their ordinary routes.  Eight tables:
+itself behind a VLAN tag (VID :data:`EXPLORE_VID` plus the tuple's exploration
+generation), so a switch tells them from packets on their ordinary routes.  Eight tables:
 
 ====== ========= ==========================================================================
 table  name      entries
@@ -22,11 +22,12 @@ table  name      entries
                  a miss from a host port -> SEEN, DECIDE (explore) if a SYN or from an
                  ephemeral source port (TFE: and an elephant); any other miss -> DEFAULT
 4      SEEN      *learned* SD tuple -> ``reg2 = 1`` (hard timeout = lock timeout): an
-                 exploration of this tuple passed here
+                 exploration of this tuple passed here; below them, at source edges,
+                 *learned* SD tuple -> ``reg6 = generation`` of its next exploration
 5      DECIDE    tagged and seen -> drop (a late copy); tagged -> first copy: *learn* SEEN
                  and LOCK, decrement the IP TTL, -> FLOOD; untagged and seen -> DEFAULT (an
-                 exploration is pending); untagged -> explore: *learn* SEEN and LOCK, tag,
-                 -> FLOOD
+                 exploration is pending); untagged -> explore: *learn* SEEN, LOCK and the
+                 next generation, tag with this generation's VID, -> FLOOD
 6      FLOOD     ``eth_dst`` = a host of this switch -> untag, output to it (deliver);
                  otherwise output to every live fabric port (OpenFlow never sends a
                  packet back out of its in_port)
@@ -92,19 +93,23 @@ from dcnlab.schemes.tcppath.rules import (
 T_MAIN, T_LOCK, T_CONFIRM, T_FLOW, T_SEEN, T_DECIDE, T_FLOOD, T_DEFAULT = range(8)
 TABLES = 8
 
-EXPLORE_VID = 0xB5  # VLAN id of exploration copies
+EXPLORE_VID = 0xB4  # VLAN ids of exploration copies: 0xB4..0xB7, one per generation
+GENERATIONS = 4
 OFPVID_PRESENT = 0x1000
-TAGGED = OFPVID_PRESENT | EXPLORE_VID
+TAGGED = (OFPVID_PRESENT | EXPLORE_VID, 0x1FFF & ~(GENERATIONS - 1))  # any generation
+GEN_IDLE = 60  # s: a tuple's generation entry (at its source edge) is forgotten after this
 ETH_TYPE_VLAN = 0x8100
 OFPFF_SEND_FLOW_REM = 1
 
 PRIO_FLOW = 800  # learned per-flow entries (as controller mode's)
 PRIO_LEARNED = 100  # learned locks and seen entries
+PRIO_GEN = 50  # learned generation entries (SEEN table, below seen entries)
 
 COOKIE_DP = COOKIE_TCPPATH | 1 << 39  # above any controller-mode serial
 COOKIE_FLOW = COOKIE_DP | 1
 COOKIE_LOCK = COOKIE_DP | 2
 COOKIE_SEEN = COOKIE_DP | 3
+COOKIE_GEN = COOKIE_DP | 4
 COOKIE_COUNT = COOKIE_DP | 1 << 38  # static entries whose packet counts are counters
 COOKIE_COUNT_MASK = (0xFFFFFF << 40) | 1 << 39 | 1 << 38
 COUNT_COPY_IN = 1  # tagged copies received (per fabric port entry)
@@ -118,6 +123,7 @@ COUNT_BOUNCE = 7  # packets whose lock pointed back to their in-port: not confir
 # Registers (pipeline metadata, zero when a packet enters table 0).
 REG_LOCK = "reg1"  # lock port (16 bits) found in LOCK
 REG_SEEN = "reg2"  # bit 0: SEEN hit
+REG_GEN = "reg6"  # the tuple's next exploration generation (SEEN miss at the source edge)
 REG_SPORT = "reg5"  # tcp_src, matchable with a mask on every switch
 EPHEMERAL = 0x8000  # source ports 32768..65535: the client side of a connection
 IN_PORT = "in_port_nxm"  # NXM_OF_IN_PORT: 16 bits, as the registers' port fields
@@ -150,6 +156,12 @@ def learn_seen_and_lock(lock_timeout: int) -> tuple[Action, ...]:
                   _tuple_specs(True) + (("load", REG_LOCK, 0, (IN_PORT, 0), 16),),
                   hard=lock_timeout)
     return (seen, lock)
+
+
+def learn_generation(gen: int) -> Action:
+    """At the source edge: the generation the tuple's next exploration will carry."""
+    return _learn(T_SEEN, PRIO_GEN, COOKIE_GEN,
+                  _tuple_specs(False) + (("load", REG_GEN, 0, gen, 16),), idle=GEN_IDLE)
 
 
 def learn_flow(idle_timeout: int) -> tuple[Action, ...]:
@@ -239,10 +251,14 @@ def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout:
                       COOKIE_COUNT | COUNT_FIRST, vlan_vid=TAGGED, **_TCP))
     out.append(_entry(T_DECIDE, 10, (("resubmit", T_DEFAULT),), COOKIE_COUNT | COUNT_PENDING,
                       **seen))
-    out.append(_entry(T_DECIDE, 5, learn + (("push_vlan", ETH_TYPE_VLAN),
-                                            ("set_field", "vlan_vid", TAGGED),
-                                            ("resubmit", T_FLOOD)),
-                      COOKIE_COUNT | COUNT_EXPLORE, **_TCP))
+    for gen in range(GENERATIONS):
+        # Successive explorations of one tuple carry different VLAN ids, so datapath
+        # caches (Open vSwitch keeps a flow up to 10 s) never take one's copies for the
+        # previous one's.
+        out.append(_entry(T_DECIDE, 5, learn + (
+            learn_generation((gen + 1) % GENERATIONS), ("push_vlan", ETH_TYPE_VLAN),
+            ("set_field", "vlan_vid", OFPVID_PRESENT | EXPLORE_VID | gen),
+            ("resubmit", T_FLOOD)), COOKIE_COUNT | COUNT_EXPLORE, **{REG_GEN: gen}, **_TCP))
     # FLOOD
     for mac, port in ports.hosts:
         out.append(_entry(T_FLOOD, 10, (("pop_vlan",), ("output", port)), eth_dst=mac,
