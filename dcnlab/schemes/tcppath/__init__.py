@@ -21,7 +21,6 @@ _COUNTERS = {
     "tcppath_copy_duplicate": ("duplicate_dropped", None),
     "tcppath_copy_unknown": ("unknown_dropped", None),
     "tcppath_not_elephant": ("not_elephant", None),
-    "tcppath_tcp_packet_in": ("tcp_packet_in", "TCP packet-ins"),
 }
 CONTROLLER = ControllerColumns(
     counters={name: column for name, (column, _) in _COUNTERS.items()},
