@@ -283,3 +283,21 @@ def test_controller_mode_on_request_and_bad_mode(
     assert not fab.app.dataplane and not fab.app.warnings
     with pytest.raises(ValueError, match="DCNLAB_TCPPATH_MODE"):
         app_from_topology(TcpPath, TOPO, tmp_path, monkeypatch, DCNLAB_TCPPATH_MODE="fast")
+
+
+def test_only_the_client_side_re_explores(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After ageing, the server's packets (source port below 32768) take the default
+    routes; the client's next packet explores, and the server's answer confirms."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch, DCNLAB_TCPPATH_IDLE="2")
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
+    fab.send(h5, h1, 5001, 40000, SYNACK)
+    fab.age(4.0)
+    server = fab.send(h5, h1, 5001, 40000, ACK)
+    assert len(server.to(h1.ip)) == 1 and server.hops == 2
+    assert not any(sw.table(dpl.T_LOCK) for sw in fab.net.switches.values())
+    client = fab.send(h1, h5, 40000, 5001, ACK, _fast_via(1))
+    assert len(client.to(h5.ip)) == 1 and client.hops > 2
+    fab.send(h5, h1, 5001, 40000, ACK)
+    assert fab.path_holding_entries() == [1, 5, 7]
