@@ -34,7 +34,11 @@ from dcnlab.topo.network import Network
 pytestmark = pytest.mark.network
 
 TOPO = "spineleaf:4,4,4"
-IDLE = 3  # s: short idle timeout, so ageing and re-exploration fit in the test
+# s: idle timeout of the per-flow entries; above Open vSwitch's datapath flow lifetime
+# (max-idle, 10 s), so that when a flow's entries age out no datapath flow of it remains
+# to answer its next packets with the old decisions (with a shorter one, a re-exploration
+# can meet the previous one's cached decisions on some switches)
+IDLE = 12
 
 
 def _start(switch: str, app: str = "tcppath") -> Network:

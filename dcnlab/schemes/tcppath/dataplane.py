@@ -51,7 +51,10 @@ sides explored at once, each confirmed the other's locks while the datapath cach
 Open vSwitch still held their old decisions, and the two trees mixed.  (Open vSwitch
 applies learned entries to packets of an existing datapath flow only once it has
 revalidated it, a moment later: the first answering packet may miss fresh locks on
-switches that carried the tuple before; the next one confirms.)
+switches that carried the tuple before; the next one confirms.  Open vSwitch keeps an
+unused datapath flow up to 10 s (``max-idle``): with an idle timeout below that, a flow's
+next packets after ageing can meet the previous exploration's cached decisions, and a
+re-exploration may fail to settle; the default 10 s and longer ones start clean.)
 
 Exploring only from host ports keeps the rest loop-free: a packet that misses
 FLOW in the fabric continues on the default routes, and per-flow entries match in_port.
