@@ -25,6 +25,20 @@ The controller plays the paper's TCP-Path switches over plain OpenFlow 1.3:
 The state machine is :mod:`dcnlab.schemes.tcppath.state`; entries and priorities are
 in :mod:`dcnlab.schemes.tcppath.rules`.
 
+That is *controller mode*.  In *data-plane mode* (the default where every switch speaks
+the Nicira extensions: Open vSwitch, switch_ext with them) the controller installs the
+pipeline of :mod:`dcnlab.schemes.tcppath.dataplane` once per switch (and again when a
+port changes) and no TCP packet is punted: exploration (the packet itself, VLAN-tagged,
+flooded), first-arrival locking (``learn`` of a "seen" entry and of a reverse lock),
+confirmation by the first packet of the other direction (``learn`` of both directions'
+per-flow entries, 10 s idle) and forwarding all happen in the switches.  A flow whose
+entries aged out (or were removed by Path Fail) is explored again by its next packet.
+The controller reads what it reports from flow statistics every 0.5 s: the per-flow
+entries (flows, their paths, table sizes) and the packet counts of the pipeline's
+counting entries (explorations, copies received, late copies dropped); flow-removed
+messages count aged entries.  On a port going down it deletes the per-flow entries of
+every flow over it (on the whole path), so their next packets re-explore (Path Recovery).
+
 The core's default routes (ECMP select groups, compiled from the view) carry everything
 TCP-Path does not handle: non-TCP traffic (ARP is answered by the controller as in every
 dcnlab app), TCP connections whose SYN the controller never saw (opened before it
@@ -37,10 +51,14 @@ Configuration (environment, like every dcnlab app):
 ``DCNLAB_TCPPATH_IDLE``      idle timeout of per-flow entries, s (default 10)
 ``DCNLAB_TCPPATH_LOCK``      lifetime of exploration locks, s (default 3)
 ``DCNLAB_TCPPATH_RECOVERY``  ``proactive`` (default: re-explore on Path Fail) or ``off``
+``DCNLAB_TCPPATH_MODE``      ``dataplane`` (default; falls back to controller mode, with a
+                             warning, when a switch lacks the Nicira extensions) or
+                             ``controller``
 """
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
@@ -56,6 +74,7 @@ from dcnlab.controller import ofmsg
 from dcnlab.controller.compiler import SELECT_GROUPS
 from dcnlab.controller.fabric_app import FabricApp
 from dcnlab.controller.rules import FlowEntry, SwitchRules
+from dcnlab.schemes.tcppath import dataplane as dpl
 from dcnlab.schemes.tcppath import frames, rules
 from dcnlab.schemes.tcppath.state import (
     DEFAULT_LOCK_TIMEOUT,
@@ -72,6 +91,8 @@ from dcnlab.schemes.tcppath.state_file import TcpPathControllerState
 ENV_IDLE = "DCNLAB_TCPPATH_IDLE"
 ENV_LOCK = "DCNLAB_TCPPATH_LOCK"
 ENV_RECOVERY = "DCNLAB_TCPPATH_RECOVERY"
+ENV_MODE = "DCNLAB_TCPPATH_MODE"
+MODES = ("dataplane", "controller")
 DEFAULT_IDLE = 10
 TICK = 0.5  # s between lock expiry sweeps and entry-count samples
 SERIES_LEN = 600
@@ -88,6 +109,12 @@ class TcpPath(FabricApp):
         self.idle_timeout = int(os.environ.get(ENV_IDLE, DEFAULT_IDLE))
         self.lock_timeout = float(os.environ.get(ENV_LOCK, DEFAULT_LOCK_TIMEOUT))
         self.recovery = os.environ.get(ENV_RECOVERY, "proactive") != "off"
+        self.mode_wanted = os.environ.get(ENV_MODE, "dataplane").strip().lower()
+        if self.mode_wanted not in MODES:
+            raise ValueError(f"{ENV_MODE}={self.mode_wanted!r}: use one of {', '.join(MODES)}")
+        self.nx: dict[int, bool] = {}  # switch -> speaks the Nicira extensions we use
+        self.dataplane = False  # the mode in force (decided once every switch described)
+        self.dp = dpl.DataplaneView()
         self.elephants = self.elephant_filter()
         self.paths = TcpPathState(self._live_peer, self.lock_timeout)
         self.rng = random.Random()
@@ -115,13 +142,53 @@ class TcpPath(FabricApp):
         compiled = super().compiled()
         if self._augmented is not compiled:  # once per recompilation
             for dpid, sw in compiled.items():
+                if self.dataplane:
+                    dpl.rebuild(sw, self._switch_ports(dpid), self.elephants,
+                                self.idle_timeout, max(1, math.ceil(self.lock_timeout)))
+                    continue
                 ports = {h.port for h in self.view.hosts_on(dpid)}
                 sw.flows.update(rules.static_entries(ports, self.elephants,
                                                      dpid in self.port_masks))
             self._augmented = compiled
         return compiled
 
+    def _switch_ports(self, dpid: int) -> dpl.SwitchPorts:
+        return dpl.SwitchPorts(tuple(self._live_fabric_ports(dpid)),
+                               tuple(sorted(self.view.fabric_ports(dpid))),
+                               tuple(sorted((h.mac, h.port) for h in self.view.hosts_on(dpid))))
+
+    @property
+    def ready(self) -> bool:
+        # Not before the mode is decided: the pipeline may still change completely.
+        return super().ready and self._mode_decided()
+
+    def _mode_decided(self) -> bool:
+        if self.mode_wanted == "controller":
+            return True
+        switches = self.expected or set(self.datapaths)
+        return bool(switches) and switches <= set(self.nx)
+
+    def _decide_mode(self) -> None:
+        if not self._mode_decided():
+            return
+        switches = sorted(self.expected or set(self.datapaths))
+        lacking = [d for d in switches if not self.nx.get(d)]
+        want = self.mode_wanted == "dataplane" and not lacking
+        if self.mode_wanted == "dataplane" and lacking and self.counters["tcppath_fallback"] == 0:
+            self.counters["tcppath_fallback"] += 1
+            self.warn(f"TCP-Path data-plane mode needs the Nicira extensions (learn, resubmit, "
+                      f"registers); switch {lacking[0]:#x} ({self.descriptions.get(lacking[0])})"
+                      f" lacks them: falling back to controller mode")
+        if want != self.dataplane:
+            self.dataplane = want
+            self.logger.info("TCP-Path runs in %s mode", "data-plane" if want else "controller")
+            self._compiled_version = -1
+            self.push_changes()
+        self._dirty = True
+
     def switch_described(self, dp: Any, mfr: str, hw: str, sw: str) -> None:
+        self.nx[dp.id] = dpl.speaks_nicira(mfr, sw)
+        self._decide_mode()
         if self.elephants is not None and mfr.startswith("Nicira") and (
                 dp.id not in self.port_masks):
             # Open vSwitch matches masked ports: move TFE's classification into it.
@@ -131,6 +198,7 @@ class TcpPath(FabricApp):
 
     def resync(self, dp: Any) -> None:
         self.port_masks.discard(dp.id)  # until it describes itself again
+        self.dp.forget(dp.id)
         # A (re)connecting switch loses its per-flow entries: forget the flows through it
         # (and their entries elsewhere), then the base installs the static policy.
         dp.send_msg(rules.delete_all_flows(dp))
@@ -217,6 +285,7 @@ class TcpPath(FabricApp):
                 self.copy_bytes = len(data)
                 self.on_copy(dpid, in_port, *frames.parse_exploration(data))
             else:
+                self.counters["tcppath_tcp_packet_in"] += 1
                 self.on_tcp(dpid, in_port, frames.parse_tcp(data))
         except frames.BadFrame as exc:
             self.counters["tcppath_bad_punt"] += 1
@@ -364,7 +433,23 @@ class TcpPath(FabricApp):
             return
         if msg.reason != ofp.OFPPR_DELETE and self._port_is_up(port):
             return
+        if self.dataplane:
+            self.dataplane_path_fail(msg.datapath.id, port.port_no)
+            return
         self.path_fail(msg.datapath.id, port.port_no)
+
+    def dataplane_path_fail(self, dpid: int, port: int) -> None:
+        """Delete the per-flow entries of every flow over (dpid, port) on every switch; the
+        flows' next packets find no entry at their edge and explore a new path."""
+        for msg in dpl.delete_port_flows(self.datapaths.get(dpid), port):
+            self.datapaths[dpid].send_msg(msg)
+        for conn in self.dp.connections_over(dpid, port):
+            if self.dp.fail(conn):
+                self.counters["tcppath_path_fail"] += 1
+            for dp in self.datapaths.values():
+                for msg in dpl.delete_connection(dp, conn):
+                    dp.send_msg(msg)
+                    self.counters["messages"] += 1
 
     def path_fail(self, dpid: int, port: int) -> None:
         """Invalidate every flow over (dpid, port) on its whole path; re-explore it."""
@@ -390,6 +475,13 @@ class TcpPath(FabricApp):
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     def _flow_removed(self, ev: Any) -> None:
         msg = ev.msg
+        if msg.cookie == dpl.COOKIE_FLOW:
+            if msg.reason == ofp.OFPRR_IDLE_TIMEOUT:
+                self.counters["tcppath_flow_entries_aged"] += 1
+                in_port = msg.match.get("in_port")
+                if in_port in self.view.host_ports(msg.datapath.id):
+                    self.counters["tcppath_flows_aged"] += 1  # one direction, at its source
+            return
         serial = rules.serial_of(msg.cookie)
         if serial is None or msg.reason == ofp.OFPRR_DELETE:
             return  # our own deletes, or not a per-flow entry
@@ -416,7 +508,12 @@ class TcpPath(FabricApp):
             self._uninstall(flow)
 
     def tick(self, now: float) -> None:
-        """Expire unconfirmed locks; sample the per-flow entry count."""
+        """Expire unconfirmed locks; sample the per-flow entry count; in data-plane mode ask
+        every switch for its per-flow and counting entries."""
+        if self.dataplane:
+            for dp in list(self.datapaths.values()):
+                for msg in dpl.stats_requests(dp):
+                    dp.send_msg(msg)
         self.counters["tcppath_expired"] += len(self.paths.expire(now))
         self.series.append((round(time.time(), 2), self._count_entries()))
         self._dirty = True
@@ -426,9 +523,31 @@ class TcpPath(FabricApp):
             hub.sleep(TICK)
             self.tick(self.now())
 
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    def _flow_stats(self, ev: Any) -> None:
+        msg = ev.msg
+        done = self.dp.reply(msg.datapath.id, msg.xid, msg.body,
+                             bool(msg.flags & ofp.OFPMPF_REPLY_MORE))
+        if not done:
+            return
+        for flow in self.dp.update_paths(self.view):
+            self.counters["tcppath_confirmed"] += flow.new_connection
+            if flow.recovered:
+                self.counters["tcppath_recovered"] += 1
+            self.recent.append({"serial": 0, "src": flow.src_ip, "sport": flow.sport,
+                                "dst": flow.dst_ip, "dport": flow.dport, "path": flow.path,
+                                "time": time.time()})
+        totals = self.dp.totals()
+        self.copy_bytes = totals.pop("tcppath_copy_bytes") or self.copy_bytes
+        for name, value in totals.items():
+            self.counters[name] = value
+        self._count_entries()
+
     # -- reporting ---------------------------------------------------------------
 
     def entries_per_switch(self) -> dict[int, int]:
+        if self.dataplane:
+            return self.dp.entries_per_switch()
         out: dict[int, int] = {}
         for flow in self.paths.flows.values():
             for dpid in flow.dpids:
@@ -446,15 +565,17 @@ class TcpPath(FabricApp):
         per_switch = self.entries_per_switch()
         state["tcppath"] = {
             "elephants_only": self.elephants is not None,
+            "mode": "dataplane" if self.dataplane else "controller",
             "idle_timeout": self.idle_timeout,
             "lock_timeout": self.lock_timeout,
-            "flows": len(self.paths.flows),
+            "flows": len(self.dp.paths) if self.dataplane else len(self.paths.flows),
             "explorations": len(self.paths.explorations),
             "flow_entries": {str(d): n for d, n in sorted(per_switch.items())},
             "flow_entries_total": sum(per_switch.values()),
             "flow_entries_max": self.entries_max,
             "series": list(self.series),
-            "copies_in": {str(d): n for d, n in sorted(self.copies_in.items())},
+            "copies_in": {str(d): n for d, n in sorted(
+                (self.dp.copies_in() if self.dataplane else self.copies_in).items())},
             "copy_bytes": self.copy_bytes,
             "recent": list(self.recent),
         }

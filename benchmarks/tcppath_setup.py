@@ -1,7 +1,12 @@
 """TCP-Path set-up cost (seed 001), measured, not asserted:
 
-* connect() latency (median, p99) of short connections, TCP-Path vs ECMP, with the same
-  host pairs and source ports in one invocation;
+* connect() latency (median, p99) of short connections under ECMP, TCP-Path in controller
+  mode and TCP-Path in data-plane mode, with the same host pairs and source ports in one
+  invocation (``--switch ovs`` or ``ext``), and each one's ratio to ECMP's;
+* packet-ins per new connection (all of them, and those of TCP: SYN/SYN-ACK punts and
+  exploration copies), counted by the controller;
+* new connections per second the fabric sustains: ``--rate-clients`` hosts each open
+  ``--rate-count`` connections, ``--rate-parallel`` at a time, as fast as they complete;
 * broadcast control overhead: exploration copies punted at leaf switches per exploration
   and their size, against the paper's ``NS*(NL-1)`` copies of ``LB`` = 64 bytes, and the
   resulting broadcast-to-data ratio ``copies*L_copy / (2*LF)`` for the web-search and
@@ -10,6 +15,7 @@
 ::
 
     .venv/bin/python -m dcnlab.benchmarks.tcppath_setup [--topo spineleaf:4,4,4] [--pairs 20]
+        [--switch ovs|ext] [--modes ecmp,controller,dataplane]
 
 Prints one JSON document.
 """
@@ -46,13 +52,50 @@ def _pairs(spec: TopologySpec, n: int, seed: int) -> list[tuple[str, str]]:
     return out
 
 
-def _run(spec: TopologySpec, app: str, pairs: list[tuple[str, str]],
-         per_pair: int) -> tuple[list[float], ControllerState | None]:
-    with Network(spec, app=app) as net:
+MODES = {  # name -> (app, environment)
+    "ecmp": ("dcnlab.apps.ecmp", {}),
+    "controller": ("dcnlab.apps.tcppath", {"DCNLAB_TCPPATH_MODE": "controller"}),
+    "dataplane": ("dcnlab.apps.tcppath", {"DCNLAB_TCPPATH_MODE": "dataplane"}),
+}
+RATE_SPORT = 50000
+
+
+def _packet_ins(state: ControllerState | None) -> tuple[int, int]:
+    """(all packet-ins, TCP ones: punted SYN/SYN-ACKs and exploration copies)."""
+    c = state["counters"] if state else {}
+    return (c.get("packet_in", 0),
+            c.get("tcppath_tcp_packet_in", 0) + c.get("tcppath_copy_packet_in", 0))
+
+
+def _rate(net: Network, clients: list[tuple[str, str]], count: int,
+          parallel: int) -> dict[str, Any]:
+    """Connections per second with every client opening ``count`` connections,
+    ``parallel`` at a time."""
+    t0 = time.perf_counter()
+    procs = [net.host(a).popen([*TOOL, "connect", "--host", net.host(b).IP(), "--port",
+                                str(PORT), "--sport", str(RATE_SPORT + i * count), "--count",
+                                str(count), "--parallel", str(parallel)], stdout=-1)
+             for i, (a, b) in enumerate(clients)]
+    rows = []
+    for p in procs:
+        out, _ = p.communicate(timeout=600)
+        rows += json.loads(out)["connections"]
+    elapsed = time.perf_counter() - t0
+    ok = sum(r["ok"] for r in rows)
+    return {"connections": len(rows), "completed": ok, "seconds": round(elapsed, 2),
+            "per_s": round(ok / elapsed, 1)}
+
+
+def _run(spec: TopologySpec, switch: str, mode: str, pairs: list[tuple[str, str]],
+         per_pair: int, rate: tuple[list[tuple[str, str]], int, int]
+         ) -> tuple[dict[str, Any], ControllerState | None]:
+    app, env = MODES[mode]
+    with Network(spec, app=app, switch=switch, app_env=env) as net:
         servers = [h.popen([*TOOL, "serve", "--port", str(PORT)]) for h in net.hosts]
         time.sleep(0.5)
         latencies: list[float] = []
         try:
+            before = _packet_ins(net.state())
             for i, (a, b) in enumerate(pairs):
                 proc = net.host(a).popen([*TOOL, "connect", "--host", net.host(b).IP(),
                                           "--port", str(PORT), "--sport",
@@ -61,16 +104,27 @@ def _run(spec: TopologySpec, app: str, pairs: list[tuple[str, str]],
                 out, _ = proc.communicate(timeout=120)
                 latencies += [r["connect_s"] for r in json.loads(out)["connections"]
                               if r["ok"]]
-            time.sleep(0.5)
+            time.sleep(1.0)  # data-plane counters come from 0.5 s flow-stats polls
             state = net.state()
+            after = _packet_ins(state)
+            n = len(pairs) * per_pair
+            result = _summary(latencies)
+            result["failed"] = n - len(latencies)
+            result["packet_in_per_connection"] = round((after[0] - before[0]) / n, 2)
+            result["tcp_packet_in_per_connection"] = round((after[1] - before[1]) / n, 2)
+            if state and "tcppath" in state:
+                result["tcppath_mode"] = state["tcppath"]["mode"]
+            result["rate"] = _rate(net, *rate)
         finally:
             for p in servers:
                 p.kill()
                 p.wait()
-    return latencies, state
+    return result, state
 
 
 def _summary(lat: list[float]) -> dict[str, Any]:
+    if not lat:
+        return {"n": 0}
     a = np.array(lat) * 1e3
     return {"n": len(lat), "median_ms": round(float(np.median(a)), 3),
             "p99_ms": round(float(np.percentile(a, 99)), 3),
@@ -104,18 +158,41 @@ def overhead(spec: TopologySpec, state: ControllerState | None) -> dict[str, Any
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--topo", default="spineleaf:4,4,4")
+    ap.add_argument("--switch", default="ovs", choices=("ovs", "ext"))
+    ap.add_argument("--modes", default="ecmp,controller,dataplane",
+                    help="comma-separated, of: " + ", ".join(MODES))
     ap.add_argument("--pairs", type=int, default=20)
     ap.add_argument("--per-pair", type=int, default=5)
+    ap.add_argument("--rate-clients", type=int, default=8)
+    ap.add_argument("--rate-count", type=int, default=60)
+    ap.add_argument("--rate-parallel", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        ap.error(f"--modes: unknown {unknown}; use some of {', '.join(MODES)}")
     spec = parse(args.topo)
     pairs = _pairs(spec, args.pairs, args.seed)
-    result: dict[str, Any] = {"topo": spec.spec, "pairs": len(pairs), "per_pair": args.per_pair}
-    for app in ("ecmp", "tcppath"):
-        lat, state = _run(spec, f"dcnlab.apps.{app}", pairs, args.per_pair)
-        result[app] = _summary(lat)
-        if app == "tcppath":
-            result["overhead"] = overhead(spec, state)
+    clients = _pairs(spec, args.rate_clients, args.seed + 1)
+    result: dict[str, Any] = {"topo": spec.spec, "switch": args.switch, "pairs": len(pairs),
+                              "per_pair": args.per_pair,
+                              "rate_load": {"clients": len(clients), "count": args.rate_count,
+                                            "parallel": args.rate_parallel}}
+    for mode in modes:
+        out, state = _run(spec, args.switch, mode, pairs, args.per_pair,
+                          (clients, args.rate_count, args.rate_parallel))
+        result[mode] = out
+        if mode != "ecmp":
+            result[mode]["overhead"] = overhead(spec, state)
+    if "ecmp" in result:
+        base = result["ecmp"]
+        for mode in modes:
+            if mode != "ecmp" and result[mode]["n"] and base["n"]:
+                result[mode]["vs_ecmp"] = {
+                    "p50": round(result[mode]["median_ms"] / base["median_ms"], 2),
+                    "p99": round(result[mode]["p99_ms"] / base["p99_ms"], 2),
+                    "rate": round(result[mode]["rate"]["per_s"] / base["rate"]["per_s"], 2)}
     print(json.dumps(result, indent=1))
 
 

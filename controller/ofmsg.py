@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ryu.ofproto import nicira_ext
 from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
 
@@ -24,7 +25,37 @@ _GROUP_TYPES = {
 COOKIE_MASK_ALL = 0xFFFFFFFFFFFFFFFF
 
 
+NX_IN_PORT = 0xFFF8  # NXAST_RESUBMIT_TABLE: keep the packet's in_port
+
+
+def _learn_spec(spec: tuple[Any, ...]) -> Any:
+    """One ``learn`` flow spec: ``("match", dst, dst_ofs, src, n_bits)``,
+    ``("load", dst, dst_ofs, src, n_bits)`` or ``("output", src, n_bits)``; ``src`` is an
+    immediate integer or a ``(field, ofs)`` pair."""
+    kind = spec[0]
+    if kind == "match":
+        _, dst, dst_ofs, src, n_bits = spec
+        return parser.NXFlowSpecMatch(src=src, dst=(dst, dst_ofs), n_bits=n_bits)
+    if kind == "load":
+        _, dst, dst_ofs, src, n_bits = spec
+        return parser.NXFlowSpecLoad(src=src, dst=(dst, dst_ofs), n_bits=n_bits)
+    if kind == "output":
+        _, src, n_bits = spec
+        return parser.NXFlowSpecOutput(src=src, n_bits=n_bits)
+    raise ValueError(f"unknown learn spec {spec!r}")
+
+
 def to_action(action: Action) -> Any:
+    """A Ryu action from its tuple form.
+
+    OpenFlow 1.3: ``("output", port[, max_len])``, ``("group", gid)``, ``("set_field",
+    field, value)``, ``("push_vlan", ethertype)``, ``("pop_vlan",)``, ``("dec_nw_ttl",)``.
+    Nicira extensions (Open vSwitch; switch_ext implements the same subset):
+    ``("resubmit", table)``, ``("load", field, start, n_bits, value)``, ``("move", src,
+    src_start, dst, dst_start, n_bits)``, ``("output_reg", field, start, n_bits)`` and
+    ``("learn", table, priority, idle_timeout, hard_timeout, cookie, flags, specs)`` with
+    specs as :func:`_learn_spec` takes them.
+    """
     kind = action[0]
     if kind == "output":
         port = action[1]
@@ -40,6 +71,25 @@ def to_action(action: Action) -> Any:
         return parser.OFPActionPopVlan()
     if kind == "dec_nw_ttl":
         return parser.OFPActionDecNwTtl()
+    if kind == "resubmit":
+        return parser.NXActionResubmitTable(in_port=NX_IN_PORT, table_id=action[1])
+    if kind == "load":
+        _, dst, start, n_bits, value = action
+        return parser.NXActionRegLoad(ofs_nbits=nicira_ext.ofs_nbits(start, start + n_bits - 1),
+                                      dst=dst, value=value)
+    if kind == "move":
+        _, src, src_ofs, dst, dst_ofs, n_bits = action
+        return parser.NXActionRegMove(src_field=src, dst_field=dst, n_bits=n_bits,
+                                      src_ofs=src_ofs, dst_ofs=dst_ofs)
+    if kind == "output_reg":
+        _, src, start, n_bits = action
+        return parser.NXActionOutputReg(ofs_nbits=nicira_ext.ofs_nbits(start, start + n_bits - 1),
+                                        src=src, max_len=0)
+    if kind == "learn":
+        _, table, priority, idle, hard, cookie, flags, specs = action
+        return parser.NXActionLearn(table_id=table, specs=[_learn_spec(s) for s in specs],
+                                    idle_timeout=idle, hard_timeout=hard, priority=priority,
+                                    cookie=cookie, flags=flags)
     raise ValueError(f"unknown action {action!r}")
 
 

@@ -6,6 +6,18 @@ and answers "where does this packet go".  :class:`FakeNetwork` wires fake switch
 together as a :class:`~dcnlab.controller.view.NetworkView` describes and follows a
 packet along *every* alternative a select group offers, reporting deliveries, loops
 and black holes.
+
+Two ways to ask a switch about a packet:
+
+* :meth:`FakeSwitch.alternatives` (and :meth:`FakeNetwork.trace`): stateless, table 0
+  only, output and group actions, every bucket of a select group;
+* :meth:`FakeSwitch.process` (and :meth:`FakeNetwork.send`, a discrete-event run with
+  per-link delays): the whole pipeline as Open vSwitch runs it -- several tables,
+  ``goto_table``, ``set_field``, ``push_vlan``/``pop_vlan`` and the Nicira extensions
+  ``resubmit``, ``load``, ``move``, ``output_reg``, ``learn`` (which adds or modifies
+  flows in the switch), ``exit`` and ``note``; registers ``reg0..7`` (zero when a packet
+  enters table 0); idle and hard timeouts against the switch's :attr:`FakeSwitch.clock`
+  (:meth:`FakeSwitch.expire`); packet counters for flow statistics.
 """
 
 from __future__ import annotations
@@ -26,6 +38,28 @@ from dcnlab.controller.view import NetworkView
 Packet = dict[str, Any]
 PROTOCOL = ofproto_protocol.ProtocolDesc(ofp.OFP_VERSION)
 MAX_HOPS = 64
+MAX_RESUBMIT = 64  # Open vSwitch's resubmit depth limit
+OFPVID_PRESENT = 0x1000
+NX_IN_PORT = 0xFFF8
+# Field widths in bits (NXM names map onto OXM ones: in_port_nxm is in_port's 16 bits).
+WIDTH = {"in_port": 32, "eth_src": 48, "eth_dst": 48, "eth_type": 16, "vlan_vid": 13,
+         "ip_proto": 8, "ip_dscp": 6, "ipv4_src": 32, "ipv4_dst": 32, "tcp_src": 16,
+         "tcp_dst": 16, "udp_src": 16, "udp_dst": 16, "tcp_flags": 12,
+         "in_port_nxm": 16, **{f"reg{i}": 32 for i in range(8)}}
+
+
+def canonical(name: str) -> str:
+    """An NXM field name as the OXM one the packet dict uses (``tcp_src_nxm`` -> ``tcp_src``)."""
+    return name[:-4] if name.endswith("_nxm") else name
+
+
+def _bits(value: int, ofs: int, n_bits: int) -> int:
+    return (value >> ofs) & ((1 << n_bits) - 1)
+
+
+def _ofs_nbits(ofs_nbits: int) -> tuple[int, int]:
+    """(start, n_bits) from an NXM ofs_nbits field."""
+    return ofs_nbits >> 6, (ofs_nbits & 0x3F) + 1
 
 
 def _as_int(field_name: str, value: Any) -> int:
@@ -53,6 +87,13 @@ class _Flow:
     actions: list[Any]  # Ryu action objects (apply-actions); empty = drop
     cookie: int
     table_id: int
+    goto: int | None = None  # goto_table instruction
+    idle_timeout: int = 0
+    hard_timeout: int = 0
+    flags: int = 0
+    created: float = 0.0
+    used: float = 0.0
+    packets: int = 0
     # (field, value & mask, mask) precomputed so a lookup is integer compares only.
     compiled: list[tuple[str, int, int]] = field(default_factory=list)
 
@@ -67,9 +108,34 @@ class _Flow:
     def matches(self, pkt: dict[str, int]) -> bool:
         for name, value, mask in self.compiled:
             have = pkt.get(name)
-            if have is None or have & mask != value:
+            if have is None:
+                # Registers start at zero; an untagged packet has vlan_vid OFPVID_NONE (0).
+                if not (name.startswith("reg") or name == "vlan_vid"):
+                    return False
+                have = 0
+            if have & mask != value:
                 return False
         return True
+
+    def expired(self, now: float) -> int | None:
+        """The flow-removed reason if this flow has timed out at ``now``."""
+        if self.hard_timeout and now - self.created >= self.hard_timeout:
+            return ofp.OFPRR_HARD_TIMEOUT
+        if self.idle_timeout and now - self.used >= self.idle_timeout:
+            return ofp.OFPRR_IDLE_TIMEOUT
+        return None
+
+    def outputs_to(self, port: int) -> bool:
+        return any(isinstance(a, parser.OFPActionOutput) and a.port == port
+                   for a in self.actions)
+
+
+@dataclass
+class Emitted:
+    """A packet :meth:`FakeSwitch.process` sends out of a port (or to the controller)."""
+
+    port: int
+    packet: dict[str, int]
 
 
 @dataclass
@@ -77,6 +143,8 @@ class FakeSwitch:
     dpid: int
     flows: list[_Flow] = field(default_factory=list)
     groups: dict[int, Any] = field(default_factory=dict)  # gid -> OFPGroupMod
+    clock: float = 0.0  # s: the time learn, timeouts and packet counters see
+    dropped_depth: int = 0  # packets dropped for exceeding the resubmit depth
 
     def apply(self, msg: Any) -> None:
         msg.serialize()  # what cannot be encoded must fail here, as it would on the wire
@@ -92,27 +160,217 @@ class FakeSwitch:
     def _flow_mod(self, fm: Any) -> None:
         items = list(fm.match._fields2)
         if fm.command == ofp.OFPFC_ADD:
-            self.flows = [f for f in self.flows
-                          if not (f.priority == fm.priority and f.table_id == fm.table_id
-                                  and sorted(f.match) == sorted(items))]
             actions: list[Any] = []
+            goto = None
             for inst in fm.instructions:
-                if inst.type != ofp.OFPIT_APPLY_ACTIONS:
+                if inst.type == ofp.OFPIT_APPLY_ACTIONS:
+                    actions += inst.actions
+                elif inst.type == ofp.OFPIT_GOTO_TABLE:
+                    goto = inst.table_id
+                else:
                     raise NotImplementedError(f"instruction type {inst.type}")
-                actions += inst.actions
-            self.flows.append(_Flow(fm.priority, items, actions, fm.cookie, fm.table_id))
-            self.flows.sort(key=lambda f: -f.priority)
+            self.add(_Flow(fm.priority, items, actions, fm.cookie, fm.table_id, goto,
+                           fm.idle_timeout, fm.hard_timeout, fm.flags))
         elif fm.command == ofp.OFPFC_DELETE_STRICT:
             self.flows = [f for f in self.flows
-                          if not (f.priority == fm.priority and sorted(f.match) == sorted(items))]
+                          if not (f.priority == fm.priority and sorted(f.match) == sorted(items)
+                                  and fm.table_id in (f.table_id, ofp.OFPTT_ALL))]
         elif fm.command == ofp.OFPFC_DELETE:
-            if items:
-                raise NotImplementedError("non-strict delete with a match")
-            self.flows = [f for f in self.flows
-                          if fm.cookie_mask and (f.cookie & fm.cookie_mask)
-                          != (fm.cookie & fm.cookie_mask)]
+            # Non-strict: a flow goes if it matches at least the delete's fields (here:
+            # carries each of them with the same value), its cookie agrees under the mask,
+            # it is in the table (or OFPTT_ALL), and it outputs to out_port (unless ANY).
+            want = set(_Flow(0, items, [], 0, 0).compiled)
+            def doomed(f: _Flow) -> bool:
+                return (fm.table_id in (f.table_id, ofp.OFPTT_ALL)
+                        and (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask)
+                        and want <= set(f.compiled)
+                        and (fm.out_port == ofp.OFPP_ANY or f.outputs_to(fm.out_port)))
+            self.flows = [f for f in self.flows if not doomed(f)]
         else:
             raise NotImplementedError(f"flow mod command {fm.command}")
+
+    def add(self, flow: _Flow, modify: bool = False) -> None:
+        """Add ``flow``, replacing one with the same table, priority and match; ``modify``
+        (as ``learn`` does) keeps the replaced flow's packet count."""
+        flow.created = flow.used = self.clock
+        same = [f for f in self.flows
+                if f.priority == flow.priority and f.table_id == flow.table_id
+                and sorted(f.compiled) == sorted(flow.compiled)]
+        if modify and same:
+            flow.packets = same[0].packets
+        self.flows = [f for f in self.flows if all(f is not g for g in same)]
+        self.flows.append(flow)
+        self.flows.sort(key=lambda f: -f.priority)
+
+    def expire(self, now: float | None = None) -> list[tuple[_Flow, int]]:
+        """Remove the flows timed out at ``now`` (default: the clock); returns them with
+        their flow-removed reasons."""
+        if now is not None:
+            self.clock = now
+        gone = [(f, r) for f in self.flows if (r := f.expired(self.clock)) is not None]
+        if gone:
+            dead = {id(f) for f, _ in gone}
+            self.flows = [f for f in self.flows if id(f) not in dead]
+        return gone
+
+    def table(self, table_id: int) -> list[_Flow]:
+        return [f for f in self.flows if f.table_id == table_id]
+
+    def flow_stats(self, table_id: int = ofp.OFPTT_ALL, cookie: int = 0,
+                   cookie_mask: int = 0) -> list[Any]:
+        """OFPFlowStats for the flows a flow-stats request with these filters selects."""
+        out = []
+        for f in self.flows:
+            if table_id not in (f.table_id, ofp.OFPTT_ALL):
+                continue
+            if (f.cookie & cookie_mask) != (cookie & cookie_mask):
+                continue
+            insts = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, f.actions)]
+            out.append(parser.OFPFlowStats(
+                table_id=f.table_id, duration_sec=int(self.clock - f.created), duration_nsec=0,
+                priority=f.priority, idle_timeout=f.idle_timeout, hard_timeout=f.hard_timeout,
+                flags=f.flags, cookie=f.cookie, packet_count=f.packets,
+                byte_count=f.packets * 64, match=parser.OFPMatch(**dict(f.match)),
+                instructions=insts))
+        return out
+
+    # -- the pipeline ----------------------------------------------------------
+
+    def lookup_in(self, table_id: int, pkt: dict[str, int]) -> _Flow | None:
+        for flow in self.flows:
+            if flow.table_id == table_id and flow.matches(pkt):
+                return flow
+        return None
+
+    def process(self, pkt: dict[str, int], in_port: int,
+                live: set[int] | None = None) -> list[Emitted]:
+        """Run ``pkt`` (see :func:`packet_ints`) arriving on ``in_port`` through the
+        pipeline from table 0; returns what leaves the switch, in order.
+
+        A select group picks one live bucket by a hash of the packet's 5-tuple (as
+        switches do: every packet of a flow takes the same bucket).
+        """
+        state = {k: v for k, v in pkt.items() if not k.startswith("reg")}
+        state["in_port"] = in_port
+        out: list[Emitted] = []
+        self._run_table(0, state, out, live, 0)
+        return out
+
+    def _run_table(self, table_id: int, pkt: dict[str, int], out: list[Emitted],
+                   live: set[int] | None, depth: int) -> bool:
+        """Look ``pkt`` up in a table and run the flow; False if processing must stop."""
+        while True:
+            if depth > MAX_RESUBMIT:
+                self.dropped_depth += 1
+                return False
+            flow = self.lookup_in(table_id, pkt)
+            if flow is None:
+                return True
+            flow.packets += 1
+            flow.used = self.clock
+            if not self._apply(flow.actions, pkt, out, live, depth):
+                return False
+            if flow.goto is None:
+                return True
+            table_id, depth = flow.goto, depth + 1
+
+    def _apply(self, actions: list[Any], pkt: dict[str, int], out: list[Emitted],
+               live: set[int] | None, depth: int) -> bool:
+        for a in actions:
+            if isinstance(a, parser.OFPActionOutput):
+                port = pkt["in_port"] if a.port == ofp.OFPP_IN_PORT else a.port
+                if a.port != pkt["in_port"]:  # never back out of the in-port, unless asked
+                    out.append(Emitted(port, dict(pkt)))
+            elif isinstance(a, parser.OFPActionGroup):
+                for port in self._group_pick(a.group_id, pkt, live):
+                    if port != pkt["in_port"]:
+                        out.append(Emitted(port, dict(pkt)))
+            elif isinstance(a, parser.OFPActionSetField):
+                pkt[a.key] = _as_int(a.key, a.value)
+            elif isinstance(a, parser.OFPActionPushVlan):
+                pkt["vlan_vid"] = OFPVID_PRESENT  # VID 0 until a set_field
+            elif isinstance(a, parser.OFPActionPopVlan):
+                pkt.pop("vlan_vid", None)
+            elif isinstance(a, parser.OFPActionDecNwTtl):
+                continue
+            elif isinstance(a, parser.NXAction):
+                if not self._apply_nx(a, pkt, out, live, depth):
+                    return False
+            else:
+                raise NotImplementedError(type(a).__name__)
+        return True
+
+    def _apply_nx(self, a: Any, pkt: dict[str, int], out: list[Emitted],
+                  live: set[int] | None, depth: int) -> bool:
+        if isinstance(a, (parser.NXActionResubmitTable, parser.NXActionResubmit)):
+            table = getattr(a, "table_id", 0xFF)
+            saved = pkt["in_port"]
+            if a.in_port != NX_IN_PORT:
+                pkt["in_port"] = a.in_port
+            if table == 0xFF:
+                raise NotImplementedError("resubmit to the current table")
+            alive = self._run_table(table, pkt, out, live, depth + 1)
+            pkt["in_port"] = saved
+            return alive
+        if isinstance(a, parser.NXActionRegLoad):
+            start, n_bits = _ofs_nbits(a.ofs_nbits)
+            self._write(pkt, canonical(a.dst), start, n_bits, a.value)
+        elif isinstance(a, parser.NXActionRegMove):
+            value = _bits(pkt.get(canonical(a.src_field), 0), a.src_ofs, a.n_bits)
+            self._write(pkt, canonical(a.dst_field), a.dst_ofs, a.n_bits, value)
+        elif isinstance(a, parser.NXActionOutputReg):
+            start, n_bits = _ofs_nbits(a.ofs_nbits)
+            port = _bits(pkt.get(canonical(a.src), 0), start, n_bits)
+            if port != pkt["in_port"]:
+                out.append(Emitted(port, dict(pkt)))
+        elif isinstance(a, parser.NXActionLearn):
+            self._learn(a, pkt)
+        elif isinstance(a, parser.NXActionExit):
+            return False
+        elif not isinstance(a, parser.NXActionNote):
+            raise NotImplementedError(type(a).__name__)
+        return True
+
+    @staticmethod
+    def _write(pkt: dict[str, int], name: str, start: int, n_bits: int, value: int) -> None:
+        mask = ((1 << n_bits) - 1) << start
+        pkt[name] = (pkt.get(name, 0) & ~mask) | ((value << start) & mask)
+
+    def _learn(self, a: Any, pkt: dict[str, int]) -> None:
+        """NXAST_LEARN: add (or modify) the flow the specs describe, from ``pkt``."""
+        fields: dict[str, tuple[int, int]] = {}
+        widths: dict[str, int] = {}
+        actions: list[Any] = []
+        for spec in a.specs:
+            if isinstance(spec.src, tuple):
+                name, ofs = spec.src
+                value = _bits(pkt.get(canonical(name), 0), ofs, spec.n_bits)
+            else:
+                value = spec.src
+            if isinstance(spec, parser.NXFlowSpecMatch):
+                dst, ofs = canonical(spec.dst[0]), spec.dst[1]
+                widths[dst] = WIDTH.get(spec.dst[0], WIDTH.get(dst, 64))
+                have_value, have_mask = fields.get(dst, (0, 0))
+                mask = ((1 << spec.n_bits) - 1) << ofs
+                fields[dst] = ((have_value & ~mask) | (value << ofs), have_mask | mask)
+            elif isinstance(spec, parser.NXFlowSpecLoad):
+                actions.append(parser.NXActionRegLoad(
+                    ofs_nbits=((spec.dst[1] << 6) | (spec.n_bits - 1)), dst=spec.dst[0],
+                    value=value))
+            else:
+                actions.append(parser.OFPActionOutput(value))
+        match = []
+        for name, (value, mask) in sorted(fields.items()):
+            full = (1 << widths[name]) - 1
+            match.append((name, value if mask & full == full else (value, mask)))
+        self.add(_Flow(a.priority, match, actions, a.cookie, a.table_id, None,
+                       a.idle_timeout, a.hard_timeout, a.flags), modify=True)
+
+    def _group_pick(self, gid: int, pkt: dict[str, int], live: set[int] | None) -> list[int]:
+        ways = self._group_ways(gid, live)
+        key = tuple(pkt.get(f, 0) for f in ("ipv4_src", "ipv4_dst", "ip_proto", "tcp_src",
+                                            "tcp_dst"))
+        return ways[hash(key) % len(ways)]
 
     def _group_mod(self, gm: Any) -> None:
         if gm.command == ofp.OFPGC_DELETE:
@@ -241,11 +499,24 @@ class _Outcome:
                 mine.append(prefix + theirs[0])
 
 
+@dataclass
+class SendResult:
+    """What :meth:`FakeNetwork.send` saw: deliveries to hosts and punts, in time order."""
+
+    delivered: list[tuple[str, dict[str, int], float]] = field(default_factory=list)
+    punted: list[tuple[int, int, dict[str, int]]] = field(default_factory=list)  # dpid, port
+    hops: int = 0  # packets that crossed a fabric link
+
+    def to(self, ip: str) -> list[dict[str, int]]:
+        return [p for host, p, _ in self.delivered if host == ip]
+
+
 class FakeNetwork:
     """Fake switches wired as in a :class:`NetworkView`."""
 
     def __init__(self, view: NetworkView) -> None:
         self.view = view
+        self.clock = 0.0  # s: the time switches see when a send starts
         self.switches = {dpid: FakeSwitch(dpid) for dpid in view.switches}
         self._installed: dict[int, SwitchRules] = {}
         self._wiring_version = -1
@@ -293,6 +564,55 @@ class FakeNetwork:
             self._wiring_cache, self._wiring_version = wiring, self.view.version
             self._memo.clear()
         return self._wiring_cache
+
+    def send(self, src_ip: str, pkt: Packet,
+             delays: dict[tuple[int, int], float] | None = None,
+             default_delay: float = 0.001) -> SendResult:
+        """The host with ``src_ip`` sends ``pkt``: a discrete-event run through the
+        switches' pipelines (:meth:`FakeSwitch.process`) until no copy is in flight.
+
+        ``delays[(dpid, peer_dpid)]`` is the one-way delay of that link direction (s), so a
+        test decides in which order flooded copies reach a switch.  Switches' clocks
+        follow the run (``clock`` + the event time); ``clock`` itself does not move.
+        """
+        src = self.view.host_by_ip(src_ip)
+        if src is None:
+            raise KeyError(f"unknown source host {src_ip}")
+        wiring = self._wiring()
+        delays = delays or {}
+        result = SendResult()
+        queue: list[tuple[float, int, int, int, dict[str, int]]] = [
+            (0.0, 0, src.dpid, src.port, packet_ints(pkt))]
+        seq = 1
+        while queue:
+            queue.sort(key=lambda e: (e[0], e[1]))
+            t, _, dpid, in_port, ints = queue.pop(0)
+            switch = self.switches[dpid]
+            switch.clock = self.clock + t
+            live, leads_to = wiring[dpid]
+            for em in switch.process(ints, in_port, live):
+                if em.port == ofp.OFPP_CONTROLLER:
+                    result.punted.append((dpid, in_port, em.packet))
+                    continue
+                if em.port not in live:
+                    continue
+                nxt = leads_to.get(em.port)
+                if nxt is None:
+                    continue
+                if nxt[0] == "host":
+                    result.delivered.append((nxt[1].ip, em.packet, t))
+                    continue
+                peer_dpid, peer_port = nxt[1]
+                result.hops += 1
+                queue.append((t + delays.get((dpid, peer_dpid), default_delay), seq,
+                              peer_dpid, peer_port, em.packet))
+                seq += 1
+        return result
+
+    def expire(self, now: float) -> dict[int, list[tuple[_Flow, int]]]:
+        """Set the clock to ``now`` and time flows out everywhere; returns what went."""
+        self.clock = now
+        return {dpid: gone for dpid, sw in self.switches.items() if (gone := sw.expire(now))}
 
     def trace(self, src_ip: str, pkt: Packet) -> Trace:
         """Follow ``pkt`` from the host with ``src_ip`` along every alternative.

@@ -1,4 +1,6 @@
-"""TCP-Path and TFE on a real network: spine-leaf 4x4x4, userspace Open vSwitch, 10 Mbit/s.
+"""TCP-Path and TFE in controller mode (``DCNLAB_TCPPATH_MODE=controller``, kept for
+comparison with the data plane, see test_tcppath_dataplane_network) on a real network:
+spine-leaf 4x4x4, userspace Open vSwitch, 10 Mbit/s.
 
 Connections complete (sequential and concurrent) and every path the switches hold is
 loop-free (walked in the switches' own tables); new flows avoid a spine loaded by a long
@@ -30,6 +32,7 @@ pytestmark = pytest.mark.network
 
 TOPO = "spineleaf:4,4,4"
 IDLE = 3  # s: short idle timeout, so ageing is observable within the test
+MODE = {"DCNLAB_TCPPATH_MODE": "controller"}
 PORT = 7000
 TOOL = [sys.executable, "-m", "dcnlab.benchmarks.tcp_connect"]
 
@@ -37,7 +40,7 @@ TOOL = [sys.executable, "-m", "dcnlab.benchmarks.tcp_connect"]
 @pytest.fixture(scope="module")
 def net() -> Iterator[Network]:
     with Network(TOPO, app="dcnlab.apps.tcppath",
-                 app_env={"DCNLAB_TCPPATH_IDLE": str(IDLE)}) as n:
+                 app_env={"DCNLAB_TCPPATH_IDLE": str(IDLE), **MODE}) as n:
         servers = [h.popen([*TOOL, "serve", "--port", str(PORT)]) for h in n.hosts]
         time.sleep(0.5)
         try:
@@ -241,7 +244,7 @@ def test_path_recovers_when_its_link_goes_down(net: Network) -> None:
 
 
 def test_tfe_installs_entries_for_elephants_only() -> None:
-    with Network(TOPO, app="dcnlab.apps.tfe") as net:
+    with Network(TOPO, app="dcnlab.apps.tfe", app_env=MODE) as net:
         server = net.host("h9").popen([*TOOL, "serve", "--port", str(PORT)])
         time.sleep(0.5)
         try:
@@ -267,7 +270,7 @@ def test_tfe_installs_entries_for_elephants_only() -> None:
 def test_on_switch_ext(app: str) -> None:
     """switch_ext: concurrent connections complete and loaded spines are avoided (TFE
     classifies in the controller there: switch_ext refuses masked TCP ports)."""
-    with Network(TOPO, app=f"dcnlab.apps.{app}", switch="ext") as net:
+    with Network(TOPO, app=f"dcnlab.apps.{app}", switch="ext", app_env=MODE) as net:
         servers = [h.popen([*TOOL, "serve", "--port", str(PORT)]) for h in net.hosts]
         time.sleep(0.5)
         try:
@@ -300,6 +303,7 @@ def _static_entries_per_table(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) ->
     monkeypatch.setenv("DCNLAB_TOPOLOGY", str(path))
     monkeypatch.setenv("DCNLAB_STATS_INTERVAL", "0")
     monkeypatch.delenv("DCNLAB_STATE_FILE", raising=False)
+    monkeypatch.setenv("DCNLAB_TCPPATH_MODE", "controller")
     compiled = TcpPath().compiled()
     return max(n for rules in compiled.values()
                for n in Counter(f.table_id for f in rules.flows).values())
@@ -313,7 +317,7 @@ def test_table_full_falls_back_to_default_path_on_ext(
     monkeypatch.delenv("DCNLAB_TOPOLOGY")
     with Network(TOPO, app="dcnlab.apps.tcppath", switch="ext",
                  switch_options={"max_flows": limit},
-                 app_env={"DCNLAB_TCPPATH_IDLE": str(IDLE)}) as n:
+                 app_env={"DCNLAB_TCPPATH_IDLE": str(IDLE), **MODE}) as n:
         server = n.host("h7").popen([*TOOL, "serve", "--port", str(PORT)])
         try:
             time.sleep(0.5)

@@ -299,6 +299,8 @@ class Lab:
 
     def __init__(self, app_cls: type, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
                  topo: str = TOPO, **env: str) -> None:
+        # These tests drive controller mode (punts); test_tcppath_dataplane the data plane.
+        env.setdefault("DCNLAB_TCPPATH_MODE", "controller")
         self.app, spec = app_from_topology(app_cls, topo, tmp_path, monkeypatch, **env)
         self.clock = 100.0
         self.app.now = lambda: self.clock

@@ -30,9 +30,11 @@ CONTROLLER = ControllerColumns(
 
 
 def congestion_avoided(ctx: CheckContext) -> CheckOutcome:
-    from .check import tcppath_congestion
+    from .check import connect_speed, tcppath_congestion
 
-    return tcppath_congestion(ctx.net, ctx.spec)
+    fields, failures = tcppath_congestion(ctx.net, ctx.spec)
+    speed, slow = connect_speed(ctx.net, ctx.spec)
+    return {**fields, **speed}, failures + slow
 
 
 SCHEMES = [

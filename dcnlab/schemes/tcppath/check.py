@@ -1,13 +1,21 @@
-"""The ``tcppath``/``tfe`` part of ``dcnlab check``: congestion avoidance.
+"""The ``tcppath``/``tfe`` part of ``dcnlab check``: congestion avoidance, set-up speed.
 
 A long transfer loads one spine between two leaves; new short connections between other
 hosts of those leaves must explore around it (at least 80 %; ECMP would hit it about a
 quarter of the time on four spines).
+
+Then connect() latency is measured, the same host pairs and source ports under this app
+(``connect_p50_ms``, ``connect_p99_ms``) and, after restarting the controller with the
+ECMP app on the same network, under ECMP (``ecmp_connect_p50_ms``, ...); the ratio is
+reported (``connect_p50_ratio``), not asserted: it is a speed figure (the benchmark
+``tcppath_setup`` measures it properly).  The app is restarted again afterwards.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import statistics
 import sys
 import time
 from typing import Any
@@ -20,6 +28,10 @@ CONGESTION_MIN_AVOIDED = 0.8
 BACKGROUND_SPORT = 40000  # source ports above 30000: TFE treats these flows as elephants
 PROBE_SPORT = 45000
 PROBE_PORT = 7000
+SPEED_PAIRS = 12
+SPEED_PER_PAIR = 5
+SPEED_SPORT = 46000
+BASELINE_APP = "dcnlab.apps.ecmp"
 
 
 def _hosts_by_edge(spec: TopologySpec) -> dict[str, list[str]]:
@@ -73,11 +85,15 @@ def tcppath_congestion(net: Network, spec: TopologySpec) -> tuple[dict[str, Any]
         for c in clients:
             out, _ = c.communicate(timeout=120)
             rows += json.loads(out)["connections"]
-        time.sleep(0.5)
-        recent = (net.state() or {}).get("tcppath", {}).get("recent", [])
         probe_ips = {ip[s] for s in srcs}
-        paths = [f["path"] for f in recent if f["src"] in probe_ips
-                 and PROBE_SPORT <= f["sport"] < PROBE_SPORT + per_pair * len(pairs)]
+        deadline = time.time() + 5.0  # data-plane mode learns paths from 0.5 s polls
+        while True:
+            time.sleep(0.5)
+            recent = (net.state() or {}).get("tcppath", {}).get("recent", [])
+            paths = [f["path"] for f in recent if f["src"] in probe_ips
+                     and PROBE_SPORT <= f["sport"] < PROBE_SPORT + per_pair * len(pairs)]
+            if len(paths) >= len(rows) or time.time() > deadline:
+                break
     finally:
         for p in procs:
             if p.poll() is None:
@@ -95,4 +111,80 @@ def tcppath_congestion(net: Network, spec: TopologySpec) -> tuple[dict[str, Any]
     if fraction < CONGESTION_MIN_AVOIDED:
         failures.append(f"only {fraction:.0%} of new flows avoided the loaded spine "
                         f"(need {CONGESTION_MIN_AVOIDED:.0%})")
+    return fields, failures
+
+
+def connect_latencies(net: Network, pairs: list[tuple[str, str]], per_pair: int,
+                      sport: int) -> list[float]:
+    """connect() seconds of ``per_pair`` sequential connections per pair (the ones that
+    completed), each pair's source ports counting up from ``sport``."""
+    servers = [net.host(d).popen([sys.executable, "-m", "dcnlab.benchmarks.tcp_connect",
+                                  "serve", "--port", str(PROBE_PORT)])
+               for d in sorted({d for _, d in pairs})]
+    out: list[float] = []
+    try:
+        time.sleep(0.5)
+        for i, (a, b) in enumerate(pairs):
+            proc = net.host(a).popen(
+                [sys.executable, "-m", "dcnlab.benchmarks.tcp_connect", "connect", "--host",
+                 net.host(b).IP(), "--port", str(PROBE_PORT), "--sport",
+                 str(sport + i * per_pair), "--count", str(per_pair), "--interval", "0.02"],
+                stdout=-1)
+            text, _ = proc.communicate(timeout=120)
+            out += [r["connect_s"] for r in json.loads(text)["connections"] if r["ok"]]
+    finally:
+        for p in servers:
+            p.kill()
+            p.wait()
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _inter_edge_pairs(spec: TopologySpec, n: int, seed: int) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    edge = {h.name: h.interfaces[0].switch for h in spec.hosts}
+    out: list[tuple[str, str]] = []
+    while len(out) < n:
+        a, b = rng.sample(sorted(edge), 2)
+        if edge[a] != edge[b]:
+            out.append((a, b))
+    return out
+
+
+def connect_speed(net: Network, spec: TopologySpec) -> tuple[dict[str, Any], list[str]]:
+    """connect() latency under this app, then under ECMP on the same network (the
+    controller restarted with the ECMP app, and restarted back afterwards)."""
+    pairs = _inter_edge_pairs(spec, SPEED_PAIRS, seed=7)
+    fields: dict[str, Any] = {}
+    failures: list[str] = []
+    app = net.app
+    mine = connect_latencies(net, pairs, SPEED_PER_PAIR, SPEED_SPORT)
+    state = net.state() or {}
+    tp = state.get("tcppath", {})
+    fields["tcppath_mode"] = tp.get("mode", "controller")
+    fields["tcp_packet_in"] = state.get("counters", {}).get("tcppath_tcp_packet_in", 0)
+    errors = state.get("counters", {}).get("errors", 0)
+    if errors:
+        failures.append(f"switches reported {errors} OpenFlow errors to the {app} app")
+    try:
+        net.app = BASELINE_APP
+        net.restart_controller()
+        ecmp = connect_latencies(net, pairs, SPEED_PER_PAIR, SPEED_SPORT + 1000)
+    finally:
+        net.app = app
+        net.restart_controller()
+    total = len(pairs) * SPEED_PER_PAIR
+    for name, lat in (("connect", mine), ("ecmp_connect", ecmp)):
+        if len(lat) < total:
+            failures.append(f"{name}: {total - len(lat)} of {total} connections failed")
+        if lat:
+            fields[f"{name}_p50_ms"] = round(statistics.median(lat) * 1e3, 3)
+            fields[f"{name}_p99_ms"] = round(_pct(lat, 0.99) * 1e3, 3)
+    if fields.get("ecmp_connect_p50_ms"):
+        fields["connect_p50_ratio"] = round(fields["connect_p50_ms"]
+                                            / fields["ecmp_connect_p50_ms"], 2)
     return fields, failures

@@ -10,29 +10,30 @@ from dcnlab.model.runtime import ControllerState
 class TcpPathRecentFlow(TypedDict):
     """A flow whose path the ``tcppath``/``tfe`` app confirmed (newest last)."""
 
-    serial: int
+    serial: int  # controller mode's flow serial; 0 in data-plane mode
     src: str
     sport: int
     dst: str
     dport: int
     path: list[int]  # datapath ids, source edge first
-    time: float  # wall-clock time of the confirmation
+    time: float  # wall-clock time of the confirmation (data plane: when it was polled)
 
 
 class TcpPathState(TypedDict):
     """The ``tcppath`` section (apps ``tcppath`` and ``tfe``)."""
 
     elephants_only: bool
+    mode: str  # "dataplane" (switches explore, lock and confirm) or "controller"
     idle_timeout: int  # s, of the per-flow entries
     lock_timeout: float  # s, an unconfirmed path lock lives
-    flows: int  # flows with an installed path
+    flows: int  # flows with an installed path (data plane: directions with a whole path)
     explorations: int  # explorations under way
     flow_entries: dict[str, int]  # dpid -> per-flow entries
     flow_entries_total: int
     flow_entries_max: int
     series: list[tuple[float, int]]  # (wall time, flow entries over all switches)
-    copies_in: dict[str, int]  # dpid -> exploration copies punted to the controller
-    copy_bytes: int  # size of the last exploration copy
+    copies_in: dict[str, int]  # dpid -> exploration copies received (controller mode: punted)
+    copy_bytes: int  # size of an exploration copy
     recent: list[TcpPathRecentFlow]
 
 

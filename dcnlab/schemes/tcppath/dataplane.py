@@ -1,0 +1,487 @@
+"""TCP-Path in the data plane: the pipeline the controller installs once per switch.
+
+In data-plane mode (``DCNLAB_TCPPATH_MODE=dataplane``) no TCP packet reaches the
+controller.  The switches explore, lock, confirm and forward with Nicira extensions
+(``learn``, ``resubmit``, ``load``/``move``, ``output_reg``, register matches) that Ryu
+encodes and Open vSwitch and switch_ext execute.  Exploration copies are the packet
+itself behind a VLAN tag (VID :data:`EXPLORE_VID` plus the tuple's exploration
+generation), so a switch tells them from packets on their ordinary routes.  Eight tables:
+
+====== ========= ==========================================================================
+table  name      entries
+====== ========= ==========================================================================
+0      MAIN      ARP/LLDP punts (the base's); tagged copy from a fabric port -> SEEN, DECIDE;
+                 any other tagged frame -> drop; untagged TCP -> ``tcp_src`` to reg5,
+                 LOCK, CONFIRM; anything else -> DEFAULT
+1      LOCK      *learned* reverse locks: DS tuple -> ``reg1 = lock port`` (the port the
+                 first copy came in on), hard timeout = lock timeout
+2      CONFIRM   ``reg1 == 0`` (or the lock port is the in-port) -> FLOW; otherwise the
+                 packet confirms: *learn* the SD and DS per-flow entries into FLOW (idle
+                 timeout, flow-removed), decrement the IP TTL, output to reg1
+3      FLOW      *learned* per-flow entries ``in_port, eth_src/dst, tcp_src/dst -> port``;
+                 a miss from a host port -> SEEN, DECIDE (explore) if a SYN or from an
+                 ephemeral source port (TFE: and an elephant); any other miss -> DEFAULT
+4      SEEN      *learned* SD tuple -> ``reg2 = 1`` (hard timeout = lock timeout): an
+                 exploration of this tuple passed here; below them, at source edges,
+                 *learned* SD tuple -> ``reg6 = generation`` of its next exploration
+5      DECIDE    tagged and seen -> drop (a late copy); tagged -> first copy: *learn* SEEN
+                 and LOCK, decrement the IP TTL, -> FLOOD; untagged and seen -> DEFAULT (an
+                 exploration is pending); untagged -> explore: *learn* SEEN, LOCK and the
+                 next generation, tag with this generation's VID, -> FLOOD
+6      FLOOD     ``eth_dst`` = a host of this switch -> untag, output to it (deliver);
+                 otherwise output to every live fabric port (OpenFlow never sends a
+                 packet back out of its in_port)
+7      DEFAULT   the compiled default routes (ECMP select groups) and the table-miss drop
+====== ========= ==========================================================================
+
+The walk of one connection: the SYN from S misses FLOW at S's edge and is explored
+(tagged, flooded on every fabric port, S's edge locks the DS tuple to S's port).  At every
+switch the first copy learns SEEN (later copies are dropped) and a LOCK of the DS tuple to
+its in-port, and is flooded on; at D's edge it is untagged and delivered.  D's SYN-ACK hits
+the LOCK at every switch on its way back (first-arrival locks form a tree rooted at S, so
+it walks exactly the path the winning copy took) and CONFIRM learns both directions'
+per-flow entries there, so from S's ACK on the connection is forwarded by FLOW alone.
+
+Re-exploration: a per-flow entry that aged out (or was removed on Path Fail) leaves the
+flow's next packet at a host port without a FLOW entry, so it is explored like a SYN and
+the first packet of the other direction confirms the new path; packets sent while that
+exploration is pending (SEEN, lock timeout) take the default routes.  Only the client
+side re-explores (a source port of 32768 and above; SYNs always explore): when both
+sides explored at once, each confirmed the other's locks while the datapath caches of
+Open vSwitch still held their old decisions, and the two trees mixed.  (Open vSwitch
+applies learned entries to packets of an existing datapath flow only once it has
+revalidated it, a moment later: the first answering packet may miss fresh locks on
+switches that carried the tuple before; the next one confirms.  Open vSwitch keeps an
+unused datapath flow up to 10 s (``max-idle``): with an idle timeout below that, a flow's
+next packets after ageing can meet the previous exploration's cached decisions, and a
+re-exploration may fail to settle; the default 10 s and longer ones start clean.)
+
+Exploring only from host ports keeps the rest loop-free: a packet that misses
+FLOW in the fabric continues on the default routes, and per-flow entries match in_port.
+
+The FLOW entries match the same tuple as controller mode's (:mod:`.rules`), so
+tools that read them (tests, ``dump-flows``) read both modes alike.  Learned entries
+carry cookies :data:`COOKIE_FLOW`, :data:`COOKIE_LOCK`, :data:`COOKIE_SEEN`; the
+entries whose packet counts the controller reads as its counters (explorations, copies,
+late copies) carry ``COOKIE_COUNT | kind``.  All of them have the ``COOKIE_TCPPATH``
+prefix, so a switch's resync deletes them with the controller mode's entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ryu.ofproto import ofproto_v1_3 as ofp
+from ryu.ofproto import ofproto_v1_3_parser as parser
+
+from dcnlab.controller.rules import (
+    ETH_TYPE_IP,
+    IPPROTO_TCP,
+    PRIO_PUNT,
+    Action,
+    FlowEntry,
+    SwitchRules,
+    match,
+)
+from dcnlab.controller.view import NetworkView
+from dcnlab.schemes.tcppath.frames import TCP_ACK, TCP_SYN
+from dcnlab.schemes.tcppath.rules import (
+    COOKIE_TCPPATH,
+    ElephantFilter,
+    port_prefixes,
+)
+
+T_MAIN, T_LOCK, T_CONFIRM, T_FLOW, T_SEEN, T_DECIDE, T_FLOOD, T_DEFAULT = range(8)
+TABLES = 8
+
+EXPLORE_VID = 0xB4  # VLAN ids of exploration copies: 0xB4..0xB7, one per generation
+GENERATIONS = 4
+OFPVID_PRESENT = 0x1000
+TAGGED = (OFPVID_PRESENT | EXPLORE_VID, 0x1FFF & ~(GENERATIONS - 1))  # any generation
+GEN_IDLE = 60  # s: a tuple's generation entry (at its source edge) is forgotten after this
+ETH_TYPE_VLAN = 0x8100
+OFPFF_SEND_FLOW_REM = 1
+
+PRIO_FLOW = 800  # learned per-flow entries (as controller mode's)
+PRIO_LEARNED = 100  # learned locks and seen entries
+PRIO_GEN = 50  # learned generation entries (SEEN table, below seen entries)
+
+COOKIE_DP = COOKIE_TCPPATH | 1 << 39  # above any controller-mode serial
+COOKIE_FLOW = COOKIE_DP | 1
+COOKIE_LOCK = COOKIE_DP | 2
+COOKIE_SEEN = COOKIE_DP | 3
+COOKIE_GEN = COOKIE_DP | 4
+COOKIE_COUNT = COOKIE_DP | 1 << 38  # static entries whose packet counts are counters
+COOKIE_COUNT_MASK = (0xFFFFFF << 40) | 1 << 39 | 1 << 38
+COUNT_COPY_IN = 1  # tagged copies received (per fabric port entry)
+COUNT_LATE = 2  # copies dropped as late
+COUNT_FIRST = 3  # first copies (locked and flooded on)
+COUNT_EXPLORE = 4  # explorations started at this (edge) switch
+COUNT_PENDING = 5  # packets sent on the default routes while their exploration is pending
+COUNT_CONFIRM = 6  # packets that confirmed (learned per-flow entries) here
+COUNT_BOUNCE = 7  # packets whose lock pointed back to their in-port: not confirmed
+
+# Registers (pipeline metadata, zero when a packet enters table 0).
+REG_LOCK = "reg1"  # lock port (16 bits) found in LOCK
+REG_SEEN = "reg2"  # bit 0: SEEN hit
+REG_GEN = "reg6"  # the tuple's next exploration generation (SEEN miss at the source edge)
+REG_SPORT = "reg5"  # tcp_src, matchable with a mask on every switch
+EPHEMERAL = 0x8000  # source ports 32768..65535: the client side of a connection
+IN_PORT = "in_port_nxm"  # NXM_OF_IN_PORT: 16 bits, as the registers' port fields
+
+_TUPLE = (("eth_src", 48), ("eth_dst", 48), ("tcp_src", 16), ("tcp_dst", 16))
+_SWAP = {"eth_src": "eth_dst", "eth_dst": "eth_src", "tcp_src": "tcp_dst",
+         "tcp_dst": "tcp_src"}
+_TCP = {"eth_type": ETH_TYPE_IP, "ip_proto": IPPROTO_TCP}
+
+
+def _tuple_specs(reverse: bool) -> tuple[tuple, ...]:
+    """Learn specs matching the packet's own tuple (or, ``reverse``, the other direction's)."""
+    head: tuple[tuple, ...] = (("match", "eth_type", 0, ETH_TYPE_IP, 16),
+                               ("match", "ip_proto", 0, IPPROTO_TCP, 8))
+    return head + tuple(("match", _SWAP[f] if reverse else f, 0, (f, 0), bits)
+                        for f, bits in _TUPLE)
+
+
+def _learn(table: int, priority: int, cookie: int, specs: tuple[tuple, ...], *, idle: int = 0,
+           hard: int = 0, flags: int = 0) -> Action:
+    return ("learn", table, priority, idle, hard, cookie, flags, specs)
+
+
+def learn_seen_and_lock(lock_timeout: int) -> tuple[Action, ...]:
+    """A first copy (or an exploration's start): SEEN for this tuple, LOCK for the other
+    direction to this packet's in-port."""
+    seen = _learn(T_SEEN, PRIO_LEARNED, COOKIE_SEEN,
+                  _tuple_specs(False) + (("load", REG_SEEN, 0, 1, 1),), hard=lock_timeout)
+    lock = _learn(T_LOCK, PRIO_LEARNED, COOKIE_LOCK,
+                  _tuple_specs(True) + (("load", REG_LOCK, 0, (IN_PORT, 0), 16),),
+                  hard=lock_timeout)
+    return (seen, lock)
+
+
+def learn_generation(gen: int) -> Action:
+    """At the source edge: the generation the tuple's next exploration will carry."""
+    return _learn(T_SEEN, PRIO_GEN, COOKIE_GEN,
+                  _tuple_specs(False) + (("load", REG_GEN, 0, gen, 16),), idle=GEN_IDLE)
+
+
+def learn_flow(idle_timeout: int) -> tuple[Action, ...]:
+    """The confirming packet (the other direction's, at a switch holding a LOCK): per-flow
+    entries for both directions, between its in-port and the lock port."""
+    forward = _learn(T_FLOW, PRIO_FLOW, COOKIE_FLOW,
+                     (("match", IN_PORT, 0, (REG_LOCK, 0), 16),) + _tuple_specs(True)
+                     + (("output", (IN_PORT, 0), 16),),
+                     idle=idle_timeout, flags=OFPFF_SEND_FLOW_REM)
+    backward = _learn(T_FLOW, PRIO_FLOW, COOKIE_FLOW,
+                      (("match", IN_PORT, 0, (IN_PORT, 0), 16),) + _tuple_specs(False)
+                      + (("output", (REG_LOCK, 0), 16),),
+                      idle=idle_timeout, flags=OFPFF_SEND_FLOW_REM)
+    return (forward, backward)
+
+
+@dataclass(frozen=True)
+class SwitchPorts:
+    """What the pipeline of one switch depends on."""
+
+    fabric: tuple[int, ...]  # live fabric ports
+    all_fabric: tuple[int, ...]  # every fabric port (copies may arrive on any)
+    hosts: tuple[tuple[str, int], ...]  # (mac, port) of the hosts on this switch
+
+
+def _entry(table: int, priority: int, actions: Iterable[Action], cookie: int | None = None,
+           **fields: object) -> FlowEntry:
+    if cookie is None:
+        return FlowEntry(priority, match(**fields), tuple(actions), table_id=table)
+    return FlowEntry(priority, match(**fields), tuple(actions), table_id=table, cookie=cookie)
+
+
+def _explore_matches(elephants: ElephantFilter | None) -> list[dict[str, object]]:
+    """The extra match fields of the explore entries at a host port: SYNs, and packets
+    from an ephemeral source port (:data:`EPHEMERAL`, as ``reg5`` = ``tcp_src``: every
+    switch masks registers); TFE: of an elephant (source port range or DSCP)."""
+    syn = {"tcp_flags": (TCP_SYN, TCP_SYN | TCP_ACK)}
+    ephemeral = {REG_SPORT: (EPHEMERAL, EPHEMERAL)}
+    if elephants is None:
+        return [syn, ephemeral]
+    out: list[dict[str, object]] = []
+    for value, mask in port_prefixes(*elephants.ports) if elephants.ports else ():
+        out.append({**syn, REG_SPORT: (value, mask)})
+        if not mask & EPHEMERAL or value & EPHEMERAL:
+            out.append({REG_SPORT: (value | EPHEMERAL, mask | EPHEMERAL)})
+    for dscp in sorted(elephants.dscp or ()):
+        out.append({**syn, "ip_dscp": dscp})
+        out.append({**ephemeral, "ip_dscp": dscp})
+    return out
+
+
+def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout: int,
+             lock_timeout: int) -> list[FlowEntry]:
+    """The static entries of one switch (tables 0..6; DEFAULT comes from the policy)."""
+    learn = learn_seen_and_lock(lock_timeout)
+    explore = (("resubmit", T_SEEN), ("resubmit", T_DECIDE))
+    out: list[FlowEntry] = []
+    # MAIN
+    for port in ports.all_fabric:
+        out.append(_entry(T_MAIN, 900, explore, COOKIE_COUNT | COUNT_COPY_IN,
+                          in_port=port, vlan_vid=TAGGED))
+    out.append(_entry(T_MAIN, 890, (), vlan_vid=(OFPVID_PRESENT, OFPVID_PRESENT)))
+    tcp_actions: tuple[Action, ...] = (("move", "tcp_src", 0, REG_SPORT, 0, 16),
+                                       ("resubmit", T_LOCK), ("resubmit", T_CONFIRM))
+    out.append(_entry(T_MAIN, 500, tcp_actions, **_TCP))
+    out.append(_entry(T_MAIN, 0, (("resubmit", T_DEFAULT),)))
+    # CONFIRM
+    out.append(_entry(T_CONFIRM, 10, (("resubmit", T_FLOW),), **{REG_LOCK: 0}))
+    for port in sorted({*ports.all_fabric, *(p for _, p in ports.hosts)}):
+        # A lock pointing back where the packet came from is another exploration's
+        # (locks of one exploration form a tree): never learn a path out of its in-port.
+        out.append(_entry(T_CONFIRM, 5, (("resubmit", T_FLOW),), COOKIE_COUNT | COUNT_BOUNCE,
+                          in_port=port, **{REG_LOCK: port}))
+    out.append(_entry(T_CONFIRM, 0, learn_flow(idle_timeout) + (
+        ("dec_nw_ttl",), ("output_reg", REG_LOCK, 0, 16)), COOKIE_COUNT | COUNT_CONFIRM,
+        **_TCP))
+    # FLOW: misses from a host explore, a SYN always, another packet only from the client
+    # side (an ephemeral source port), so that one side of a connection re-explores
+    for _, port in ports.hosts:
+        for extra in _explore_matches(elephants):
+            out.append(_entry(T_FLOW, 2, explore, in_port=port, **extra, **_TCP))
+    out.append(_entry(T_FLOW, 0, (("resubmit", T_DEFAULT),)))
+    # DECIDE
+    seen = {REG_SEEN: (1, 1)}
+    out.append(_entry(T_DECIDE, 30, (), COOKIE_COUNT | COUNT_LATE, vlan_vid=TAGGED, **seen))
+    out.append(_entry(T_DECIDE, 20, learn + (("dec_nw_ttl",), ("resubmit", T_FLOOD)),
+                      COOKIE_COUNT | COUNT_FIRST, vlan_vid=TAGGED, **_TCP))
+    out.append(_entry(T_DECIDE, 10, (("resubmit", T_DEFAULT),), COOKIE_COUNT | COUNT_PENDING,
+                      **seen))
+    for gen in range(GENERATIONS):
+        # Successive explorations of one tuple carry different VLAN ids, so datapath
+        # caches (Open vSwitch keeps a flow up to 10 s) never take one's copies for the
+        # previous one's.
+        out.append(_entry(T_DECIDE, 5, learn + (
+            learn_generation((gen + 1) % GENERATIONS), ("push_vlan", ETH_TYPE_VLAN),
+            ("set_field", "vlan_vid", OFPVID_PRESENT | EXPLORE_VID | gen),
+            ("resubmit", T_FLOOD)), COOKIE_COUNT | COUNT_EXPLORE, **{REG_GEN: gen}, **_TCP))
+    # FLOOD
+    for mac, port in ports.hosts:
+        out.append(_entry(T_FLOOD, 10, (("pop_vlan",), ("output", port)), eth_dst=mac,
+                          vlan_vid=TAGGED))
+    out.append(_entry(T_FLOOD, 0, tuple(("output", p) for p in ports.fabric)))
+    return out
+
+
+def rebuild(rules: SwitchRules, ports: SwitchPorts, elephants: ElephantFilter | None,
+            idle_timeout: int, lock_timeout: int) -> None:
+    """Turn a switch's compiled policy into the data-plane pipeline, in place: punts stay
+    in MAIN, the routes move to DEFAULT, the pipeline's entries join them."""
+    moved = set()
+    for entry in rules.flows:
+        if entry.priority >= PRIO_PUNT:
+            moved.add(entry)
+        else:
+            moved.add(FlowEntry(entry.priority, entry.match, entry.actions, T_DEFAULT,
+                                entry.idle_timeout, entry.hard_timeout, entry.cookie))
+    moved.update(pipeline(ports, elephants, idle_timeout, lock_timeout))
+    rules.flows = moved
+
+
+def kind_of(cookie: int) -> int | None:
+    """The counter a static entry's cookie names (None: not a counted entry)."""
+    if cookie & COOKIE_COUNT_MASK != COOKIE_COUNT:
+        return None
+    return cookie & 0xFF
+
+
+# -- what the controller does with a data-plane switch ------------------------------------
+
+
+def speaks_nicira(mfr: str, sw: str) -> bool:
+    """Whether a switch (by its OFPMP_DESC) executes the Nicira extensions the pipeline
+    uses: Open vSwitch does; switch_ext says so in its software description."""
+    return mfr.startswith("Nicira") or "nx=" in sw
+
+
+COOKIE_ALL = 0xFFFFFFFFFFFFFFFF
+
+
+def stats_requests(dp: Any) -> list[Any]:
+    """Flow statistics of the per-flow entries and of the counting entries."""
+    return [
+        parser.OFPFlowStatsRequest(dp, 0, T_FLOW, ofp.OFPP_ANY, ofp.OFPG_ANY, COOKIE_FLOW,
+                                   COOKIE_ALL, parser.OFPMatch()),
+        parser.OFPFlowStatsRequest(dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
+                                   COOKIE_COUNT, COOKIE_COUNT_MASK, parser.OFPMatch()),
+    ]
+
+
+def _delete(dp: Any, out_port: int = ofp.OFPP_ANY, **fields: Any) -> Any:
+    return parser.OFPFlowMod(dp, cookie=COOKIE_FLOW, cookie_mask=COOKIE_ALL, table_id=T_FLOW,
+                             command=ofp.OFPFC_DELETE, out_port=out_port,
+                             out_group=ofp.OFPG_ANY, match=parser.OFPMatch(**fields))
+
+
+def delete_port_flows(dp: Any, port: int) -> list[Any]:
+    """Per-flow entries into or out of ``port`` (also those learned since the last poll)."""
+    if dp is None:
+        return []
+    return [_delete(dp, in_port=port), _delete(dp, out_port=port)]
+
+
+Tuple = tuple[str, str, int, int]  # eth_src, eth_dst, tcp_src, tcp_dst: one direction
+
+
+def reverse(t: Tuple) -> Tuple:
+    return (t[1], t[0], t[3], t[2])
+
+
+def connection(t: Tuple) -> Tuple:
+    """Both directions' common name."""
+    return min(t, reverse(t))
+
+
+def delete_connection(dp: Any, conn: Tuple) -> list[Any]:
+    """Both directions' per-flow entries of a connection, whatever their in_port."""
+    return [_delete(dp, eth_type=ETH_TYPE_IP, ip_proto=IPPROTO_TCP, eth_src=t[0], eth_dst=t[1],
+                    tcp_src=t[2], tcp_dst=t[3]) for t in (conn, reverse(conn))]
+
+
+@dataclass
+class PathFound:
+    """A complete per-flow path, as the switches' FLOW tables spell it (one direction)."""
+
+    key: Tuple
+    src_ip: str
+    dst_ip: str
+    sport: int
+    dport: int
+    path: list[int]
+    recovered: bool = False
+    new_connection: bool = False  # neither direction had a path at the last poll
+
+
+@dataclass
+class DataplaneView:
+    """What the controller knows of the data plane, from flow statistics only."""
+
+    # dpid -> (in_port, eth_src, eth_dst, tcp_src, tcp_dst) -> out port
+    tables: dict[int, dict[tuple[int, str, str, int, int], int]] = field(default_factory=dict)
+    # dpid -> counting kind -> (packets, bytes), summed over that kind's entries
+    counts: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    paths: dict[Tuple, list[int]] = field(default_factory=dict)  # complete, one direction
+    failed: set[Tuple] = field(default_factory=set)  # connections removed by Path Fail
+    _parts: dict[tuple[int, int], list[Any]] = field(default_factory=dict)
+
+    def forget(self, dpid: int) -> None:
+        self.tables.pop(dpid, None)
+        self.counts.pop(dpid, None)
+
+    def reply(self, dpid: int, xid: int, body: list[Any], more: bool) -> bool:
+        """Take one part of a flow-stats reply; True once a reply is complete (applied)."""
+        parts = self._parts.setdefault((dpid, xid), [])
+        parts.extend(body)
+        if more:
+            return False
+        del self._parts[(dpid, xid)]
+        flows = [s for s in parts if s.cookie == COOKIE_FLOW]
+        counted = [s for s in parts if kind_of(s.cookie) is not None]
+        if flows or not counted:  # the per-flow request (an empty reply: no entries)
+            table: dict[tuple[int, str, str, int, int], int] = {}
+            for s in flows:
+                m = s.match
+                out = [a.port for inst in s.instructions for a in getattr(inst, "actions", [])
+                       if isinstance(a, parser.OFPActionOutput)]
+                try:
+                    key = (int(m["in_port"]), str(m["eth_src"]), str(m["eth_dst"]),
+                           int(m["tcp_src"]), int(m["tcp_dst"]))
+                except KeyError:
+                    continue
+                if out:
+                    table[key] = out[0]
+            self.tables[dpid] = table
+        if counted:
+            sums: dict[int, tuple[int, int]] = {}
+            for s in counted:
+                kind = kind_of(s.cookie)
+                assert kind is not None
+                p, b = sums.get(kind, (0, 0))
+                sums[kind] = (p + s.packet_count, b + s.byte_count)
+            self.counts[dpid] = sums
+        return True
+
+    def update_paths(self, view: NetworkView) -> list[PathFound]:
+        """Walk every flow from its source host's port; returns the paths that are new
+        (or changed) since the last call."""
+        found: dict[Tuple, PathFound] = {}
+        by_mac = {h.mac: h for h in view.hosts}
+        for dpid, table in self.tables.items():
+            for (in_port, src, dst, sport, dport) in table:
+                host, target = by_mac.get(src), by_mac.get(dst)
+                if host is None or target is None or (host.dpid, host.port) != (dpid, in_port):
+                    continue
+                walked = self._walk(view, (src, dst, sport, dport), dpid, in_port)
+                if walked is not None:
+                    found[(src, dst, sport, dport)] = PathFound(
+                        (src, dst, sport, dport), host.ip, target.ip, sport, dport, walked)
+        new = []
+        for key, flow in sorted(found.items()):
+            if self.paths.get(key) != flow.path:
+                conn = connection(key)
+                if conn in self.failed:
+                    flow.recovered = True
+                    self.failed.discard(conn)
+                flow.new_connection = not any(k in self.paths for k in (conn, reverse(conn))) \
+                    and not any(f.key == reverse(key) for f in new)
+                new.append(flow)
+        self.paths = {k: f.path for k, f in found.items()}
+        return new
+
+    def _walk(self, view: NetworkView, key: Tuple, dpid: int, in_port: int) -> list[int] | None:
+        path: list[int] = []
+        while dpid not in path:
+            path.append(dpid)
+            out = self.tables.get(dpid, {}).get((in_port, *key))
+            if out is None:
+                return None
+            host = next((h for h in view.hosts_on(dpid) if h.port == out), None)
+            if host is not None:
+                return path if host.mac == key[1] else None
+            peer = view.peer(dpid, out)
+            if peer is None:
+                return None
+            dpid, in_port = peer
+        return None  # a loop: never reported as a path
+
+    def connections_over(self, dpid: int, port: int) -> set[Tuple]:
+        table = self.tables.get(dpid, {})
+        return {connection(k[1:]) for k, out in table.items() if port in (k[0], out)}
+
+    def fail(self, conn: Tuple) -> bool:
+        """Mark a connection as removed by Path Fail; False if it already was."""
+        if conn in self.failed:
+            return False
+        self.failed.add(conn)
+        for key in (conn, reverse(conn)):
+            self.paths.pop(key, None)
+        return True
+
+    def entries_per_switch(self) -> dict[int, int]:
+        return {d: len(t) for d, t in self.tables.items() if t}
+
+    def copies_in(self) -> dict[int, int]:
+        return {d: c[COUNT_COPY_IN][0] for d, c in self.counts.items() if COUNT_COPY_IN in c}
+
+    def totals(self) -> dict[str, int]:
+        """Counters summed over the switches (their packet counts, as last polled)."""
+        def total(kind: int) -> tuple[int, int]:
+            p = sum(c.get(kind, (0, 0))[0] for c in self.counts.values())
+            b = sum(c.get(kind, (0, 0))[1] for c in self.counts.values())
+            return p, b
+        copies, copy_bytes = total(COUNT_COPY_IN)
+        return {"tcppath_explorations": total(COUNT_EXPLORE)[0],
+                "tcppath_copies_received": copies,
+                "tcppath_copy_first": total(COUNT_FIRST)[0],
+                "tcppath_copy_late": total(COUNT_LATE)[0],
+                "tcppath_pending_default": total(COUNT_PENDING)[0],
+                "tcppath_confirm_packets": total(COUNT_CONFIRM)[0],
+                "tcppath_confirm_bounced": total(COUNT_BOUNCE)[0],
+                "tcppath_copy_bytes": copy_bytes // copies if copies else 0}

@@ -1,0 +1,220 @@
+"""TCP-Path's data-plane mode on a real network: spine-leaf 4x4x4, 10 Mbit/s, on userspace
+Open vSwitch and on switch_ext (once it speaks the Nicira extensions; otherwise the app
+falls back to controller mode and these tests are skipped there).
+
+50 sequential and 20 concurrent connections complete with no packet-in for their SYNs
+(every TCP packet stays in the data plane; the controller's counters come from flow
+statistics) on loop-free paths both directions share; a flow idle past the (short) idle
+timeout loses its entries and is explored again by its next packet; new flows avoid a
+spine loaded by a long transfer; a path whose link goes down under a transfer recovers;
+TFE explores elephants only.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from test_tcppath_network import (
+    PORT,
+    TOOL,
+    _client,
+    _edge,
+    _inter_leaf_pairs,
+    _rows,
+    _walk,
+)
+
+from dcnlab.schemes.tcppath.check import tcppath_congestion
+from dcnlab.topo.network import Network
+
+pytestmark = pytest.mark.network
+
+TOPO = "spineleaf:4,4,4"
+# s: idle timeout of the per-flow entries; above Open vSwitch's datapath flow lifetime
+# (max-idle, 10 s), so that when a flow's entries age out no datapath flow of it remains
+# to answer its next packets with the old decisions (with a shorter one, a re-exploration
+# can meet the previous one's cached decisions on some switches)
+IDLE = 12
+
+
+def _start(switch: str, app: str = "tcppath") -> Network:
+    return Network(TOPO, app=f"dcnlab.apps.{app}", switch=switch,
+                   app_env={"DCNLAB_TCPPATH_IDLE": str(IDLE)})
+
+
+@pytest.fixture(scope="module", params=["ovs", "ext"])
+def net(request: pytest.FixtureRequest) -> Iterator[Network]:
+    with _start(request.param) as n:
+        if (n.state() or {}).get("tcppath", {}).get("mode") != "dataplane":
+            pytest.skip(f"{request.param}: no data-plane mode ({(n.state() or {})['warnings']})")
+        servers = [h.popen([*TOOL, "serve", "--port", str(PORT)]) for h in n.hosts]
+        time.sleep(0.5)
+        try:
+            yield n
+        finally:
+            for p in servers:
+                p.kill()
+                p.wait()
+
+
+QUIET_CLIENT = """
+import socket, sys, time
+host, port, sport, quiet = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("", sport))
+s.connect((host, port))
+s.sendall(b"a\\n")
+got = s.recv(1)
+time.sleep(quiet)
+for _ in range(10):
+    s.sendall(b"b\\n")
+    got += s.recv(1)
+    time.sleep(0.1)
+print(got.decode())
+"""
+
+
+def _counters(net: Network) -> dict[str, int]:
+    return (net.state() or {}).get("counters", {})
+
+
+def _wait_paths(net: Network, src_ip: str, sports: set[int], timeout: float = 5.0
+                ) -> dict[int, list[int]]:
+    deadline = time.time() + timeout
+    found: dict[int, list[int]] = {}
+    while time.time() < deadline:
+        for f in (net.state() or {}).get("tcppath", {}).get("recent", []):
+            if f["src"] == src_ip and f["sport"] in sports:
+                found[f["sport"]] = f["path"]
+        if len(found) == len(sports):
+            break
+        time.sleep(0.25)
+    return found
+
+
+def test_connections_complete_without_packet_in(net: Network) -> None:
+    spec = net.spec
+    before = _counters(net)
+    sequential = _inter_leaf_pairs(spec, 50, seed=1)
+    for i, (a, b) in enumerate(sequential):
+        (row,) = _rows(_client(net, a, b, 41000 + i))
+        assert row["ok"], (a, b, row)
+    concurrent = _inter_leaf_pairs(spec, 20, seed=2)
+    procs = [_client(net, a, b, 42000 + i) for i, (a, b) in enumerate(concurrent)]
+    rows = [r for p in procs for r in _rows(p)]
+    assert all(r["ok"] for r in rows), rows
+    time.sleep(1.5)  # two polls of flow statistics
+    after = _counters(net)
+    for name in ("tcppath_tcp_packet_in", "tcppath_copy_packet_in"):
+        assert after.get(name, 0) == before.get(name, 0) == 0, name
+    assert after.get("errors", 0) == 0, (net.state() or {}).get("warnings")
+    # Every connection was explored by the switches and confirmed on one path.
+    assert after["tcppath_explorations"] - before.get("tcppath_explorations", 0) >= 70
+    assert after["tcppath_confirmed"] - before.get("tcppath_confirmed", 0) >= 70
+    recent = (net.state() or {})["tcppath"]["recent"]
+    paths = {(f["src"], f["sport"], f["dst"], f["dport"]): f["path"] for f in recent}
+    for i, (a, b) in enumerate(concurrent):
+        ia, ib = net.host(a).IP(), net.host(b).IP()
+        there = paths[(ia, 42000 + i, ib, PORT)]
+        back = paths[(ib, PORT, ia, 42000 + i)]
+        # Loop-free, both directions on one path (first arrival may take a detour: copies
+        # of 20 explorations race through the same switches).
+        assert there == back[::-1] and len(set(there)) == len(there) >= 3
+    if net.ovs is not None:  # the switches' own tables say the same
+        from test_tcppath_network import _per_flow_tables as ovs_tables
+
+        tables = ovs_tables(net)
+        for i, (a, b) in enumerate(concurrent):
+            there = _walk(net, tables, a, b, 42000 + i, PORT)
+            assert _walk(net, tables, b, a, PORT, 42000 + i) == there[::-1]
+
+
+def test_idle_flow_ages_out_and_its_next_packet_re_explores(net: Network) -> None:
+    """One connection sends, stays quiet past the idle timeout (its entries age out), then
+    sends again (ten exchanges 0.1 s apart): they complete, and the switches explore and
+    confirm the connection again.  (The first packet of the answering direction may miss
+    the new locks on switches whose datapath cache still holds that tuple's old flow --
+    Open vSwitch revalidates it a moment later -- so the flow keeps sending, as a flow
+    that re-explores does.)"""
+    src, dst, sport = "h2", "h15", 43000
+    before = _counters(net)
+    proc = net.host(src).popen([sys.executable, "-c", QUIET_CLIENT, net.host(dst).IP(),
+                                str(PORT), str(sport), str(IDLE + 3)], stdout=-1)
+    out, _ = proc.communicate(timeout=60)
+    assert out.decode().strip() == "!" * 11
+    time.sleep(1.5)
+    after = _counters(net)
+    assert after["tcppath_flows_aged"] - before.get("tcppath_flows_aged", 0) >= 1
+    confirmations = [f for f in (net.state() or {})["tcppath"]["recent"]
+                     if f["src"] == net.host(src).IP() and f["sport"] == sport]
+    assert len(confirmations) >= 2, (confirmations, before, after)  # SYN's path, new one
+    assert after["tcppath_explorations"] - before.get("tcppath_explorations", 0) >= 2
+    assert after.get("tcppath_tcp_packet_in", 0) == 0
+
+
+def test_new_flows_avoid_a_loaded_spine(net: Network) -> None:
+    fields, failures = tcppath_congestion(net, net.spec)
+    assert not failures, fields
+    assert fields["congestion_avoided_fraction"] >= 0.8  # ECMP: ~25 % would hit it
+
+
+def test_path_recovers_when_its_link_goes_down(net: Network) -> None:
+    spec = net.spec
+    src, dst, sport = "h3", "h14", 45500
+    spine: str | None = None
+    server = net.host(dst).popen(["iperf3", "-s", "-1", "-p", "5310"])
+    time.sleep(0.5)
+    client = net.host(src).popen(["iperf3", "-c", net.host(dst).IP(), "-p", "5310", "-n",
+                                  "6M", "--cport", str(sport), "--connect-timeout", "3000"])
+    try:
+        path = _wait_paths(net, net.host(src).IP(), {sport}, timeout=10).get(sport)
+        assert path and len(path) == 3
+        spine = next(s.name for s in spec.switches if s.dpid == path[1])
+        time.sleep(1.5)
+        net.set_link(spine, _edge(spec, dst), up=False)
+        assert client.wait(timeout=60) == 0
+        time.sleep(1.0)
+        state = net.state() or {}
+        assert state["counters"]["tcppath_path_fail"] >= 1
+        assert state["counters"]["tcppath_recovered"] >= 1
+        new = [f["path"] for f in state["tcppath"]["recent"]
+               if f["sport"] == sport and f["src"] == net.host(src).IP()][-1]
+        assert path[1] not in new, new
+    finally:
+        for p in (client, server):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if spine is not None:
+            net.set_link(spine, _edge(spec, dst), up=True)
+
+
+@pytest.mark.parametrize("switch", ["ovs", "ext"])
+def test_tfe_explores_elephants_only_in_the_data_plane(switch: str) -> None:
+    with _start(switch, "tfe") as net:
+        if (net.state() or {}).get("tcppath", {}).get("mode") != "dataplane":
+            pytest.skip(f"{switch}: no data-plane mode")
+        server = net.host("h9").popen([*TOOL, "serve", "--port", str(PORT)])
+        time.sleep(0.5)
+        try:
+            rows = _rows(_client(net, "h1", "h9", 20000, count=5))  # mice: port <= 30000
+            assert all(r["ok"] for r in rows)
+            time.sleep(1.5)
+            state: Any = net.state() or {}
+            assert state["counters"].get("tcppath_explorations", 0) == 0
+            assert state["tcppath"]["flow_entries_max"] == 0
+            rows = _rows(_client(net, "h1", "h9", 40000, count=2))  # elephants
+            assert all(r["ok"] for r in rows)
+            time.sleep(1.5)
+            state = net.state() or {}
+            assert state["counters"]["tcppath_explorations"] == 2
+            assert state["counters"]["tcppath_confirmed"] == 2
+            assert state["counters"].get("tcppath_tcp_packet_in", 0) == 0
+        finally:
+            server.kill()
+            server.wait()

@@ -1,0 +1,303 @@
+"""TCP-Path's data-plane mode in memory: the pipeline the app compiles, replayed in the
+in-memory table model (multi-table, resubmit, registers, learn, VLAN tags), with copies
+racing over links whose delays the test chooses.  No packet reaches the controller; the
+app learns what it reports from the switches' flow statistics.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from app_harness import app_from_topology
+from ryu.ofproto import ofproto_v1_3 as ofp
+from ryu.ofproto import ofproto_v1_3_parser as parser
+from state_schema import mismatches
+
+from dcnlab.apps.tcppath import TcpPath
+from dcnlab.apps.tfe import Tfe
+from dcnlab.controller.oftable import FakeDatapath, FakeNetwork, SendResult, tcp_packet
+from dcnlab.controller.view import HostLocation, NetworkView
+from dcnlab.schemes.tcppath import dataplane as dpl
+from dcnlab.schemes.tcppath.state_file import TcpPathControllerState
+
+TOPO = "spineleaf:4,4,2"  # spines 1-4, leaves 5-8, two hosts per leaf
+SPINES = (1, 2, 3, 4)
+SYN, SYNACK, ACK = 0x002, 0x012, 0x010
+SLOW = 0.5
+
+
+def _ev(**msg: Any) -> SimpleNamespace:
+    return SimpleNamespace(msg=SimpleNamespace(**msg))
+
+
+class Fabric:
+    """The app (data-plane mode), fake datapaths and the fake network they program."""
+
+    def __init__(self, app_cls: type, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                 mfr: str = "Nicira, Inc.", sw: str = "Open vSwitch", **env: str) -> None:
+        env.setdefault("DCNLAB_TCPPATH_IDLE", "10")
+        self.app, spec = app_from_topology(app_cls, TOPO, tmp_path, monkeypatch, **env)
+        self.view = NetworkView.from_topology(spec)
+        self.net = FakeNetwork(self.view)
+        self.dps = {s.dpid: FakeDatapath(s.dpid) for s in spec.switches}
+        self.removed: list[tuple[int, Any, int]] = []
+        for dp in self.dps.values():
+            self.app._features(_ev(datapath=dp))
+        for dp in self.dps.values():
+            self.app.switch_described(dp, mfr, "hw", sw)
+        for dp in self.dps.values():
+            barrier = [m for m in dp.sent if isinstance(m, parser.OFPBarrierRequest)]
+            self.app._barrier(_ev(datapath=dp, xid=barrier[0].xid))
+        self.drain()
+
+    def drain(self) -> None:
+        for dpid, dp in self.dps.items():
+            self.net.replay(dpid, [m for m in dp.take()
+                                   if isinstance(m, (parser.OFPFlowMod, parser.OFPGroupMod))])
+
+    def host(self, name: str) -> HostLocation:
+        return next(h for h in self.view.hosts if h.name == name)
+
+    def send(self, src: HostLocation, dst: HostLocation, sport: int, dport: int, flags: int,
+             delays: dict[tuple[int, int], float] | None = None, dscp: int = 0) -> SendResult:
+        pkt = {**tcp_packet(src, dst, sport, dport), "tcp_flags": flags, "ip_dscp": dscp}
+        return self.net.send(src.ip, pkt, delays)
+
+    def poll(self) -> None:
+        """One round of the app's flow-stats polling, answered by the fake switches."""
+        for dpid, dp in self.dps.items():
+            sw = self.net.switches[dpid]
+            for req in dpl.stats_requests(dp):
+                dp.set_xid(req)
+                body = sw.flow_stats(req.table_id, req.cookie, req.cookie_mask)
+                self.app._flow_stats(_ev(datapath=dp, xid=req.xid, body=body, flags=0))
+
+    def age(self, now: float) -> None:
+        """Time flows out at ``now``; flow-removed messages go to the app."""
+        for dpid, gone in self.net.expire(now).items():
+            for flow, reason in gone:
+                if flow.flags & ofp.OFPFF_SEND_FLOW_REM:
+                    self.app._flow_removed(_ev(datapath=self.dps[dpid], cookie=flow.cookie,
+                                               reason=reason, match=dict(flow.match)))
+
+    def flow_table(self, dpid: int) -> list[Any]:
+        return [f for f in self.net.switches[dpid].table(dpl.T_FLOW)
+                if f.cookie == dpl.COOKIE_FLOW]
+
+    def path_holding_entries(self) -> list[int]:
+        return sorted(d for d in self.net.switches if self.flow_table(d))
+
+
+def _fast_via(spine: int) -> dict[tuple[int, int], float]:
+    """Leaf 5's uplinks are slow except the one to ``spine``."""
+    return {(5, s): SLOW for s in SPINES if s != spine}
+
+
+def _port(view: NetworkView, dpid: int, peer: int) -> int:
+    return view.graph.edges[dpid, peer]["ports"][dpid]
+
+
+def _lock_port(fab: Fabric, dpid: int) -> int:
+    (lock,) = [f for f in fab.net.switches[dpid].table(dpl.T_LOCK)]
+    (load,) = lock.actions
+    return load.value
+
+
+def test_rules_fit_eight_tables_and_carry_no_punt_for_tcp(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    assert fab.app.dataplane and fab.app.ready
+    for sw in fab.net.switches.values():
+        assert {f.table_id for f in sw.flows} <= set(range(dpl.TABLES))
+        punts = [f for f in sw.flows if any(
+            isinstance(a, parser.OFPActionOutput) and a.port == ofp.OFPP_CONTROLLER
+            for a in f.actions)]
+        # ARP and LLDP only: TCP and exploration copies never go to the controller.
+        assert sorted(dict(f.match)["eth_type"] for f in punts) == [0x0806, 0x88CC]
+
+
+@pytest.mark.parametrize("fast", SPINES)
+def test_race_locks_the_first_arrival_and_drops_later_copies(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch, fast: int) -> None:
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = fab.host("h1"), fab.host("h5")  # leaf 5 -> leaf 7
+    syn = fab.send(h1, h5, 40000, 5001, SYN, _fast_via(fast))
+    assert not syn.punted
+    # Delivered once, untagged, although four copies reached leaf 7.
+    (got,) = syn.to(h5.ip)
+    assert "vlan_vid" not in got and got["tcp_flags"] == SYN
+    assert not syn.to(h1.ip)
+    # Every switch locked the reverse direction to the port its first copy came in on.
+    assert _lock_port(fab, 7) == _port(fab.view, 7, fast)
+    assert _lock_port(fab, fast) == _port(fab.view, fast, 5)
+    assert _lock_port(fab, 5) == h1.port
+    leaf7 = fab.net.switches[7]
+    late = [f for f in leaf7.flows if f.cookie == dpl.COOKIE_COUNT | dpl.COUNT_LATE]
+    first = [f for f in leaf7.flows if f.cookie == dpl.COOKIE_COUNT | dpl.COUNT_FIRST]
+    assert first[0].packets == 1 and late[0].packets == len(SPINES) - 1
+    assert not fab.path_holding_entries()  # nothing confirmed yet
+    # The SYN-ACK walks the locks back and learns both directions on that path only.
+    synack = fab.send(h5, h1, 5001, 40000, SYNACK)
+    assert [p["tcp_flags"] for p in synack.to(h1.ip)] == [SYNACK] and synack.hops == 2
+    assert fab.path_holding_entries() == sorted([5, 7, fast])
+    for dpid in (5, fast, 7):
+        assert len(fab.flow_table(dpid)) == 2
+    # Once the locks are gone (hard timeout 3 s; entries idle 10 s) both directions follow
+    # the per-flow entries alone, on that path, untagged.
+    fab.net.expire(4.0)
+    assert not any(sw.table(dpl.T_LOCK) for sw in fab.net.switches.values())
+    for a, b, sp, dp in ((h1, h5, 40000, 5001), (h5, h1, 5001, 40000)):
+        res = fab.send(a, b, sp, dp, ACK, {(5, fast): SLOW, (7, fast): SLOW})
+        (pkt,) = res.to(b.ip)
+        assert res.hops == 2 and "vlan_vid" not in pkt
+    assert sum(f.packets for f in fab.flow_table(fast)) == 2
+    assert not any(sw.dropped_depth for sw in fab.net.switches.values())
+
+
+def test_app_reads_its_counters_and_paths_from_flow_stats(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
+    fab.send(h5, h1, 5001, 40000, SYNACK)
+    fab.poll()
+    c = fab.app.counters
+    assert c["tcppath_explorations"] == 1 and c["tcppath_confirmed"] == 1
+    assert c["tcppath_copy_late"] > 0 and c.get("tcppath_copy_packet_in", 0) == 0
+    assert c.get("packet_in", 0) == 0
+    state = fab.app.state()
+    tp = state["tcppath"]
+    assert tp["mode"] == "dataplane" and tp["flow_entries_total"] == 6
+    paths = {(f["src"], f["sport"]): f["path"] for f in tp["recent"]}
+    assert paths[(h1.ip, 40000)] == [5, 3, 7] and paths[(h5.ip, 5001)] == [7, 3, 5]
+    assert tp["copies_in"]["7"] == len(SPINES)
+    assert mismatches(json.loads(json.dumps(state)), TcpPathControllerState) == []
+    fab.poll()  # the same flows again: nothing new
+    assert fab.app.counters["tcppath_confirmed"] == 1
+
+
+def test_ageing_then_re_exploration_of_a_flow_still_sending(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fab = Fabric(TcpPath, tmp_path, monkeypatch, DCNLAB_TCPPATH_IDLE="2")
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
+    fab.send(h5, h1, 5001, 40000, SYNACK)
+    assert fab.path_holding_entries() == [3, 5, 7]
+    fab.age(1.0)  # used 1 s ago: still there
+    assert fab.path_holding_entries() == [3, 5, 7]
+    fab.age(4.0)  # idle 4 s > 2 s: gone, with flow-removed messages
+    assert fab.path_holding_entries() == []
+    assert not any(sw.table(dpl.T_LOCK) or [f for f in sw.table(dpl.T_SEEN)
+                                            if f.cookie == dpl.COOKIE_SEEN]
+                   for sw in fab.net.switches.values())  # locks: hard 3 s
+    assert fab.app.counters["tcppath_flows_aged"] == 2  # each direction, at its source
+    assert fab.app.counters["tcppath_flow_entries_aged"] == 6
+    # The flow sends again, now spine 2 is the fast one: its next packet is explored ...
+    data = fab.send(h1, h5, 40000, 5001, ACK, _fast_via(2))
+    (got,) = data.to(h5.ip)
+    assert "vlan_vid" not in got and got["tcp_flags"] == ACK and data.hops > 2
+    # ... packets sent while the exploration is pending take the default routes ...
+    pending = fab.send(h1, h5, 40000, 5001, ACK, _fast_via(2))
+    assert len(pending.to(h5.ip)) == 1 and pending.hops == 2
+    # ... and the other direction's first packet confirms the new path.
+    fab.send(h5, h1, 5001, 40000, ACK)
+    assert fab.path_holding_entries() == [2, 5, 7]
+    # The second exploration's copies carried the tuple's next generation (VLAN id).
+    (gen,) = [f for f in fab.net.switches[5].table(dpl.T_SEEN) if f.cookie == dpl.COOKIE_GEN]
+    assert gen.actions[0].value == 2
+    fab.poll()
+    assert fab.app.counters["tcppath_explorations"] == 2
+    assert [f["path"] for f in fab.app.state()["tcppath"]["recent"]
+            if f["sport"] == 40000] == [[5, 2, 7]]
+
+
+def test_same_edge_connection_is_explored_locally(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    h1, h2 = fab.host("h1"), fab.host("h2")  # both on leaf 5
+    syn = fab.send(h1, h2, 40000, 5001, SYN)
+    assert len(syn.to(h2.ip)) == 1 and syn.hops == 0
+    fab.send(h2, h1, 5001, 40000, SYNACK)
+    assert fab.path_holding_entries() == [5]
+
+
+def test_path_fail_removes_the_flow_everywhere_and_its_next_packet_recovers(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
+    fab.send(h5, h1, 5001, 40000, SYNACK)
+    fab.poll()
+    port = _port(fab.view, 3, 7)
+    fab.view.set_port_up(3, port, False)  # the link spine 3 - leaf 7 goes down
+    desc = SimpleNamespace(port_no=port, state=ofp.OFPPS_LINK_DOWN, config=0)
+    ev = _ev(datapath=fab.dps[3], reason=ofp.OFPPR_MODIFY, desc=desc)
+    fab.app._port_status(ev)
+    fab.app._tcppath_port_status(ev)
+    fab.drain()
+    assert fab.path_holding_entries() == []
+    assert fab.app.counters["tcppath_path_fail"] == 1
+    fab.net.expire(5.0)  # the exploration's locks are long gone
+    fab.send(h1, h5, 40000, 5001, ACK)  # spine 3 cannot reach leaf 7 now
+    fab.send(h5, h1, 5001, 40000, ACK)
+    path = fab.path_holding_entries()
+    assert 3 not in path and 5 in path and 7 in path and len(path) == 3
+    fab.poll()
+    assert fab.app.counters["tcppath_recovered"] == 1
+
+
+@pytest.mark.parametrize("mfr,sw", [("Nicira, Inc.", "Open vSwitch"),
+                                    ("dcnlab", "dcnlab-switch; nx=learn,resubmit")])
+def test_tfe_explores_elephants_only(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                     mfr: str, sw: str) -> None:
+    fab = Fabric(Tfe, tmp_path, monkeypatch, mfr=mfr, sw=sw)
+    assert fab.app.dataplane
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    mouse = fab.send(h1, h5, 20000, 5001, SYN)  # source port <= 30000, DSCP 0
+    assert len(mouse.to(h5.ip)) == 1 and mouse.hops == 2
+    fab.send(h5, h1, 5001, 20000, SYNACK)
+    assert fab.path_holding_entries() == []
+    for sport, dscp in ((30001, 0), (20001, 8)):  # elephant by port, by DSCP
+        syn = fab.send(h1, h5, sport, 5001, SYN, _fast_via(4), dscp=dscp)
+        assert len(syn.to(h5.ip)) == 1 and syn.hops > 2
+        fab.send(h5, h1, 5001, sport, SYNACK)
+    assert fab.path_holding_entries() == [4, 5, 7]
+    assert len(fab.flow_table(4)) == 4
+
+
+def test_falls_back_to_controller_mode_without_the_extensions(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fab = Fabric(TcpPath, tmp_path, monkeypatch, mfr="dcnlab", sw="dcnlab-switch 0.1")
+    assert not fab.app.dataplane and fab.app.ready
+    assert any("falling back to controller mode" in w for w in fab.app.warnings)
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    assert fab.send(h1, h5, 40000, 5001, SYN).punted  # controller mode punts the SYN
+
+
+def test_controller_mode_on_request_and_bad_mode(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fab = Fabric(TcpPath, tmp_path, monkeypatch, DCNLAB_TCPPATH_MODE="controller")
+    assert not fab.app.dataplane and not fab.app.warnings
+    with pytest.raises(ValueError, match="DCNLAB_TCPPATH_MODE"):
+        app_from_topology(TcpPath, TOPO, tmp_path, monkeypatch, DCNLAB_TCPPATH_MODE="fast")
+
+
+def test_only_the_client_side_re_explores(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After ageing, the server's packets (source port below 32768) take the default
+    routes; the client's next packet explores, and the server's answer confirms."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch, DCNLAB_TCPPATH_IDLE="2")
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
+    fab.send(h5, h1, 5001, 40000, SYNACK)
+    fab.age(4.0)
+    server = fab.send(h5, h1, 5001, 40000, ACK)
+    assert len(server.to(h1.ip)) == 1 and server.hops == 2
+    assert not any(sw.table(dpl.T_LOCK) for sw in fab.net.switches.values())
+    client = fab.send(h1, h5, 40000, 5001, ACK, _fast_via(1))
+    assert len(client.to(h5.ip)) == 1 and client.hops > 2
+    fab.send(h5, h1, 5001, 40000, ACK)
+    assert fab.path_holding_entries() == [1, 5, 7]
