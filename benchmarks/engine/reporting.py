@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import controller_stats, fairness, netstats, plots, switch_stats
+from . import controller_stats, fairness, figures, netstats, plots, switch_stats
 from .metrics import SummaryRow, summarize
 from .results import (
     FLOWS_CSV,
@@ -93,9 +93,16 @@ def _report_one(out: Path) -> ReportResult:
     switch_text = switch_stats.render(switch_summary, schemes, sweep)
     if switch_text:
         table += "\n" + switch_text
+    ranks, rank_files = figures.render_tables(spec.get("tables") or [], rows, net_rows, out,
+                                              sweep, schemes)
+    if ranks:
+        table += "\n" + ranks
     (out / SUMMARY_TXT).write_text(table)
-    files = [out / SUMMARY_CSV, out / SUMMARY_TXT]
+    files = [out / SUMMARY_CSV, out / SUMMARY_TXT, *rank_files]
     files += plots.render_all(rows, summary, out / PLOTS_DIR, sweep, schemes)
+    files += figures.render_plots(spec.get("plots") or [],
+                                  [*summary, *net_summary, *switch_summary],
+                                  out / PLOTS_DIR, sweep, schemes)
     if fair_rows:
         files += plots.fairness_plots(_read_csv(out / fairness.SERIES_CSV), fair_summary,
                                       out / PLOTS_DIR, sweep, schemes)

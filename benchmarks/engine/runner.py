@@ -305,6 +305,7 @@ def spec_summary(spec: ExperimentSpec) -> dict[str, Any]:
         "marking": dataclasses.asdict(spec.marking), "congestion": spec.congestion,
         "sysctls": spec.sysctls,
         "agent": dataclasses.asdict(spec.agent),
+        "plots": spec.plots, "tables": spec.tables,
     }
 
 
