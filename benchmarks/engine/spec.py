@@ -44,7 +44,7 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
                                   #  also reports ratios to the others, table by table
     workload:
       type: poisson               # poisson | incast | rps_static | rps_random | longlived
-                                  #   | sizes
+                                  #   | sizes | incast_size | shortlong
       ...                         # the type's parameters (workloads.py)
     loads: [0.2, 0.4]             # sweep values; meaning depends on the workload type
     seeds: [1, 2, 3]
@@ -232,7 +232,7 @@ _TOP = ["name", "topology", "switch", "link", "schemes", "baseline", "workload",
         "seeds", "duration", "warmup", "cooldown", "drain", "settle", "network", "classes",
         "marking", "congestion", "rto_min", "sysctls", "agent", "plots", "tables",
         "scenarios"]
-_NEEDS_DURATION = {"poisson", "longlived"}
+_NEEDS_DURATION = {"poisson", "longlived", "shortlong"}
 
 
 def load_spec(path: str | os.PathLike[str]) -> ExperimentSpec:
