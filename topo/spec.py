@@ -63,6 +63,7 @@ VALID_FORMS = (
     "spineleaf:S,L,H (spines, leaves, hosts per leaf)",
     "threelayer[:P,R,H,S] (pods, racks per pod, hosts per rack, spines per plane)",
     "incast:N (N senders and one receiver on one switch)",
+    "torcore:T,H (T ToRs of H hosts under one core; uplinks at H x the host rate)",
     "dumbbell[:N[,U[,X]]] (N TCP clients in two delay groups, U UDP clients, X group-A "
     "clients behind an outside switch)",
     "twopath (client with two disjoint paths to a server: seed 003's 500 Mbit/s, RTT 20+-15 "
@@ -221,6 +222,29 @@ def _incast(args: list[int], params: LinkParams) -> _Builder:
     return b
 
 
+def _torcore(args: list[int], params: LinkParams) -> _Builder:
+    """Seed 002's at-scale network: T top-of-rack switches of H hosts each under one core
+    switch; each ToR's uplink runs at H x the host link rate (the paper: 1 x the number
+    of servers under a ToR, in Gbit/s), so only host links and the receivers' ToR ports
+    can be bottlenecks."""
+    _expect(args, 2, 2, "torcore:T,H")
+    tors_n, hosts_n = args
+    if not 1 <= tors_n <= 64 or not 1 <= hosts_n <= 64:
+        raise SpecError(f"torcore:T,H needs 1..64 ToRs and 1..64 hosts per ToR, got {args}")
+    _within_model(tors_n + 1, tors_n * hosts_n, "torcore:T,H")
+    b = _Builder(params)
+    core = b.switch("core", None, 0)
+    uplink = replace(params, rate_mbit=params.rate_mbit * hosts_n
+                     if params.rate_mbit is not None else None)
+    tors = [b.switch("edge", 0, i) for i in range(tors_n)]
+    for tor in tors:
+        b.link(tor, core, uplink)
+    for t, tor in enumerate(tors):
+        for h in range(hosts_n):
+            b.host([(tor, host_ip(0, t, h + 1))])
+    return b
+
+
 def _dumbbell(args: list[int], params: LinkParams) -> _Builder:
     """Seed 004: two client groups with different access delays share a bottleneck.
 
@@ -319,6 +343,7 @@ _FAMILIES: dict[str, tuple[Callable[[list[int], LinkParams], _Builder], LinkPara
     "spineleaf": (_spineleaf, LinkParams(rate_mbit=10.0)),
     "threelayer": (_threelayer, LinkParams(rate_mbit=10.0)),
     "incast": (_incast, LinkParams(rate_mbit=100.0, delay_us=40, buffer_pkts=80)),
+    "torcore": (_torcore, LinkParams(rate_mbit=100.0, delay_us=40, buffer_pkts=80)),
     "dumbbell": (_dumbbell, LinkParams(rate_mbit=100.0, buffer_pkts=200)),
     "twopath": (_twopath, LinkParams()),
 }

@@ -34,25 +34,27 @@ from .table import fmt
 NETWORK_CSV = "network.csv"
 COLUMNS = ["scheme", "load", "seed", "bottleneck", "qout_mean", "qout_p5", "qout_p95",
            "qin_mean", "qout_busy_mean", "qout_busy_p5", "qout_busy_p95", "qin_busy_mean",
-           "drops", "rtos", "goodput_mbps", "fct_p1", "fct_p50", "fct_p99"]
-METRICS = COLUMNS[4:]
+           "drops", "rtos", "goodput_mbps", "fct_p1", "fct_p50", "fct_p99",
+           "edge_drops", "edge_drops_each"]
+METRICS = COLUMNS[4:-1]  # edge_drops_each: per edge switch, ";"-separated, ascending
 LABELS = {"qout_mean": "Q_out mean (pkts)", "qout_p5": "Q_out p5", "qout_p95": "Q_out p95",
           "qin_mean": "Q_in mean (pkts)", "qout_busy_mean": "busy Q_out mean",
           "qout_busy_p5": "busy Q_out p5", "qout_busy_p95": "busy Q_out p95",
           "qin_busy_mean": "busy Q_in mean", "drops": "drops", "rtos": "RTOs",
           "goodput_mbps": "goodput (Mbit/s)", "fct_p1": "FCT p1 (s)",
-          "fct_p50": "FCT p50 (s)", "fct_p99": "FCT p99 (s)"}
+          "fct_p50": "FCT p50 (s)", "fct_p99": "FCT p99 (s)",
+          "edge_drops": "edge-switch drops"}
 
 
 # ---------------------------------------------------------------------------- reading
 
 
-def hist_snapshot(net: Any, after: float | None = None, timeout: float = 3.0
-                  ) -> dict[str, dict[str, dict[int, int]]]:
-    """``{"s1:2": {"qout": {len: ns}, "qin": {...}}}`` from every switch's last stats
-    line (written after wall time ``after``, when given); empty for switches that keep
-    no histograms."""
-    out: dict[str, dict[str, dict[int, int]]] = {}
+def port_snapshot(net: Any, after: float | None = None, timeout: float = 3.0
+                  ) -> dict[str, dict[str, Any]]:
+    """``{"s1:2": port entry}`` from every switch's last stats line (written after wall
+    time ``after``, when given; switch_ext/README.md has the entries' fields); empty for
+    switches that keep no stats file."""
+    out: dict[str, dict[str, Any]] = {}
     for sw in net.spec.switches:
         node = net.switch(sw.name)
         stats = getattr(node, "stats", None)
@@ -64,13 +66,43 @@ def hist_snapshot(net: Any, after: float | None = None, timeout: float = 3.0
             time.sleep(0.05)
             line = stats() or {}
         for p in line.get("ports", []):
-            entry = {}
-            for key in ("qout", "qin"):
-                h = p.get(key)
-                if isinstance(h, dict) and isinstance(h.get("hist"), list):
-                    entry[key] = {int(n): int(t) for n, t in h["hist"]}
-            if entry:
-                out[f"{sw.name}:{p.get('port')}"] = entry
+            if isinstance(p, dict):
+                out[f"{sw.name}:{p.get('port')}"] = p
+    return out
+
+
+def hists(ports: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, dict[int, int]]]:
+    """``{"s1:2": {"qout": {len: ns}, "qin": {...}}}`` of a :func:`port_snapshot` (ports
+    without histograms left out)."""
+    out: dict[str, dict[str, dict[int, int]]] = {}
+    for name, p in ports.items():
+        entry = {}
+        for key in ("qout", "qin"):
+            h = p.get(key)
+            if isinstance(h, dict) and isinstance(h.get("hist"), list):
+                entry[key] = {int(n): int(t) for n, t in h["hist"]}
+        if entry:
+            out[name] = entry
+    return out
+
+
+def hist_snapshot(net: Any, after: float | None = None, timeout: float = 3.0
+                  ) -> dict[str, dict[str, dict[int, int]]]:
+    """The queue histograms of :func:`port_snapshot`."""
+    return hists(port_snapshot(net, after, timeout))
+
+
+def edge_drops(before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]],
+               edges: Iterable[str]) -> list[int]:
+    """Egress drops during a run per switch in ``edges`` (the switches hosts attach to:
+    ToRs), from two :func:`port_snapshot`; switches without stats are left out."""
+    out = []
+    for sw in edges:
+        mine = [(k, p) for k, p in after.items() if k.split(":", 1)[0] == sw]
+        if not mine:
+            continue
+        out.append(sum(int(p.get("drops", 0)) - int((before.get(k) or {}).get("drops", 0))
+                       for k, p in mine))
     return out
 
 
@@ -128,10 +160,13 @@ def hist_stats(h: Mapping[int, int]) -> dict[str, float]:
 def run_row(scheme: str, load: float, seed: int,
             before: Mapping[str, Mapping[str, Mapping[int, int]]],
             after: Mapping[str, Mapping[str, Mapping[int, int]]],
-            drops: int | None, rtos: int | None, flows: Iterable[Mapping[str, Any]]
-            ) -> dict[str, Any]:
+            drops: int | None, rtos: int | None, flows: Iterable[Mapping[str, Any]],
+            edges: list[int] | None = None) -> dict[str, Any]:
+    """One network.csv row; ``edges``: the run's drops per edge switch (ToR)."""
     row: dict[str, Any] = {"scheme": scheme, "load": load, "seed": seed, "bottleneck": "",
                            "drops": drops, "rtos": rtos}
+    if edges:
+        row.update(edge_drops=sum(edges), edge_drops_each=";".join(map(str, sorted(edges))))
     best, best_mean = None, -1.0
     for port, hs in after.items():
         d = hist_delta((before.get(port) or {}).get("qout", {}), hs.get("qout", {}))
@@ -225,14 +260,18 @@ def _number(v: Any) -> float:
         return math.nan
 
 
-def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None) -> list[SummaryRow]:
+def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None,
+              metrics: Iterable[str] = METRICS, cls: str = "net") -> list[SummaryRow]:
+    """Per sweep value, scheme and metric: mean and 95% CI over seeds, and the mean of
+    the per-seed ratios to ``baseline`` (paired by seed) with its interval."""
+    metrics = list(metrics)
     runs = {(str(r["scheme"]), float(r["load"]), int(float(r["seed"]))): r for r in rows}
     schemes = list(dict.fromkeys(k[0] for k in runs))
     out = []
     for load in sorted({k[1] for k in runs}):
         for scheme in schemes:
             seeds = sorted(s for (sc, ld, s) in runs if sc == scheme and ld == load)
-            for metric in METRICS:
+            for metric in metrics:
                 values = {s: _number(runs[(scheme, load, s)].get(metric)) for s in seeds}
                 finite = [v for v in values.values() if math.isfinite(v)]
                 if not finite:
@@ -244,26 +283,30 @@ def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None) -> list[S
                     if math.isfinite(base) and base > 0 and math.isfinite(v) and v >= 0:
                         ratios.append(max(v, 1e-12) / base)
                 ratio, low, high = ratio_ci(ratios) if baseline else (math.nan,) * 3
-                out.append(SummaryRow(scheme, load, metric, "net", len(finite), m, ci,
+                out.append(SummaryRow(scheme, load, metric, cls, len(finite), m, ci,
                                       ratio, low, high))
     return out
 
 
 def render(summary: list[SummaryRow], schemes: list[str], baseline: str | None,
-           sweep: str) -> str:
+           sweep: str, metrics: Iterable[str] = METRICS,
+           labels: Mapping[str, str] | None = None, title: str | None = None) -> str:
     """One block per sweep value: a row per metric that some scheme has, a column per
     scheme (mean ± CI, and the ratio to the baseline in brackets)."""
     if not summary:
         return ""
+    metrics = list(metrics)
+    labels = LABELS if labels is None else labels
     by = {(r.scheme, r.load, r.metric): r for r in summary}
-    lines = [f"network (bottleneck queue from the switch's histograms; ratio to "
-             f"{baseline or '-'} in brackets)"]
+    width = max([20, *(len(labels.get(r.metric, r.metric)) + 1 for r in summary)])
+    lines = [title or (f"network (bottleneck queue from the switch's histograms; ratio to "
+                       f"{baseline or '-'} in brackets)")]
     for load in sorted({r.load for r in summary}):
         lines.append(f"  {sweep} {fmt(load)}")
         present = [s for s in schemes if any(r.scheme == s and r.load == load
                                              for r in summary)]
-        lines.append("    " + f"{'':20}" + "".join(f"{s:>26}" for s in present))
-        for metric in METRICS:
+        lines.append("    " + " " * width + "".join(f"{s:>26}" for s in present))
+        for metric in metrics:
             if all((s, load, metric) not in by for s in present):
                 continue  # not measured here (no switch histograms on ovs, say)
             cells = []
@@ -276,5 +319,6 @@ def render(summary: list[SummaryRow], schemes: list[str], baseline: str | None,
                 if math.isfinite(r.ratio):
                     text += f" [{r.ratio:.2f}]"
                 cells.append(f"{text:>26}")
-            lines.append("    " + f"{LABELS[metric]:20}" + "".join(cells))
+            label = labels.get(metric, metric)
+            lines.append("    " + f"{label:{width}}" + "".join(cells))
     return "\n".join(lines) + "\n"

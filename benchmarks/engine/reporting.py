@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import controller_stats, fairness, netstats, plots
+from . import controller_stats, fairness, figures, netstats, plots, switch_stats
 from .metrics import SummaryRow, summarize
 from .results import (
     FLOWS_CSV,
@@ -66,11 +66,12 @@ def _report_one(out: Path) -> ReportResult:
     net_rows = netstats.refresh_flow_columns(netstats.read_rows(out / netstats.NETWORK_CSV),
                                              rows)
     net_summary = netstats.summarize(net_rows, baseline)
+    switch_summary = switch_stats.summarize(_read_csv(out / switch_stats.SWITCH_CSV))
     others = [b for b in spec.get("other_baselines") or [] if b in seen and b != baseline]
     also = {b: summarize(rows, b) for b in others}
     write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, [
         *({**r.as_dict(), "baseline": baseline or ""}
-          for r in [*summary, *fair_summary, *net_summary]),
+          for r in [*summary, *fair_summary, *net_summary, *switch_summary]),
         *({**r.as_dict(), "baseline": b} for b, rows_b in also.items() for r in rows_b)])
     name = meta.get("name", out.name)
     if meta.get("scenario"):
@@ -89,9 +90,19 @@ def _report_one(out: Path) -> ReportResult:
     net_text = netstats.render(net_summary, schemes, baseline, sweep)
     if net_text:
         table += "\n" + net_text
+    switch_text = switch_stats.render(switch_summary, schemes, sweep)
+    if switch_text:
+        table += "\n" + switch_text
+    ranks, rank_files = figures.render_tables(spec.get("tables") or [], rows, net_rows, out,
+                                              sweep, schemes)
+    if ranks:
+        table += "\n" + ranks
     (out / SUMMARY_TXT).write_text(table)
-    files = [out / SUMMARY_CSV, out / SUMMARY_TXT]
+    files = [out / SUMMARY_CSV, out / SUMMARY_TXT, *rank_files]
     files += plots.render_all(rows, summary, out / PLOTS_DIR, sweep, schemes)
+    files += figures.render_plots(spec.get("plots") or [],
+                                  [*summary, *net_summary, *switch_summary],
+                                  out / PLOTS_DIR, sweep, schemes)
     if fair_rows:
         files += plots.fairness_plots(_read_csv(out / fairness.SERIES_CSV), fair_summary,
                                       out / PLOTS_DIR, sweep, schemes)

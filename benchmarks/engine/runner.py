@@ -47,7 +47,7 @@ from dcnlab.hosts import dctcp
 from dcnlab.schemes import registry
 from dcnlab.schemes.base import HostPartsError, HostSession
 
-from . import controller_stats, environment, fairness, netstats
+from . import controller_stats, environment, fairness, netstats, switch_stats
 from .marking import assign_marks
 from .metrics import size_class
 from .progress import Progress
@@ -122,6 +122,7 @@ class _State:
     meta: dict[str, Any]
     controller_csv: CsvAppender  # controller_stats.COLUMNS, one row per run
     network_csv: CsvAppender | None = None  # netstats.COLUMNS, one row per run
+    switch_csv: CsvAppender | None = None  # switch_stats.COLUMNS, one row per run
     fairness_csv: CsvAppender | None = None  # fairness.COLUMNS, one row per run
     series_csv: CsvAppender | None = None  # fairness.SERIES_COLUMNS, one row per period
     rows: int = 0
@@ -229,6 +230,7 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
                    CsvAppender(out / controller_stats.CONTROLLER_CSV,
                                controller_stats.COLUMNS))
     state.network_csv = CsvAppender(out / netstats.NETWORK_CSV, netstats.COLUMNS)
+    state.switch_csv = CsvAppender(out / switch_stats.SWITCH_CSV, switch_stats.COLUMNS)
     if (spec.agent.rx_interval or 0) > 0:
         state.fairness_csv = CsvAppender(out / fairness.FAIRNESS_CSV, fairness.COLUMNS)
         state.series_csv = CsvAppender(out / fairness.SERIES_CSV, fairness.SERIES_COLUMNS)
@@ -249,8 +251,9 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
             state.flows_csv.write(_not_run_rows(state, workloads, reason))
         state.flows_csv.close()
         state.controller_csv.close()
-        if state.network_csv is not None:
-            state.network_csv.close()
+        for csv_out in (state.network_csv, state.switch_csv):
+            if csv_out is not None:
+                csv_out.close()
         for appender in (state.fairness_csv, state.series_csv):
             if appender is not None:
                 appender.close()
@@ -320,6 +323,7 @@ def spec_summary(spec: ExperimentSpec) -> dict[str, Any]:
         "marking": dataclasses.asdict(spec.marking), "congestion": spec.congestion,
         "sysctls": spec.sysctls,
         "agent": dataclasses.asdict(spec.agent),
+        "plots": spec.plots, "tables": spec.tables,
     }
 
 
@@ -483,7 +487,7 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     horizon = max([spec.duration] + [max(f.start, f.stop or 0.0) for f in flows])
     base = state.progress.done
     drops_before = _drops(net)
-    queues_before = _quietly(lambda: netstats.hist_snapshot(net), {})
+    ports_before = _quietly(lambda: netstats.port_snapshot(net), {})
     rtos_before = _quietly(lambda: netstats.host_timeouts(net), None)
     app_before = controller_stats.snapshot(net)
     hosts_before = agents.counters(net) if agents else None
@@ -502,7 +506,7 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     elapsed = time.monotonic() - began
     wall_ended = time.time()
     drops_after = _drops(net)
-    queues_after = _quietly(lambda: netstats.hist_snapshot(net, after=wall_ended), {})
+    ports_after = _quietly(lambda: netstats.port_snapshot(net, after=wall_ended), {})
     rtos_after = _quietly(lambda: netstats.host_timeouts(net), None)
     app = controller_stats.run_stats(app_before, controller_stats.snapshot(net),
                                      wall_began, wall_ended, scheme.app)
@@ -513,11 +517,16 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     rows = flow_rows(spec, scheme.name, seed, value, flows, result)
     if state.network_csv is not None:
         dropped = _delta(drops_before, drops_after) or {}
+        edges = dict.fromkeys(i.switch for h in net.spec.hosts for i in h.interfaces)
         state.network_csv.write([netstats.run_row(
-            scheme.name, value, seed, queues_before, queues_after,
-            dropped.get("drops", dropped.get("tx_dropped")),
+            scheme.name, value, seed, netstats.hists(ports_before),
+            netstats.hists(ports_after), dropped.get("drops", dropped.get("tx_dropped")),
             None if rtos_before is None or rtos_after is None else rtos_after - rtos_before,
-            rows)])
+            rows, netstats.edge_drops(ports_before, ports_after, edges))])
+    switch_row = _quietly(lambda: switch_stats.run_row(ports_before, ports_after), {})
+    if state.switch_csv is not None:
+        state.switch_csv.write([{"scheme": scheme.name, "load": value, "seed": seed,
+                                 **switch_row}])
     state.rows += state.flows_csv.write(rows)
     state.done.add((scheme.name, seed, value))
     not_ok = sum(1 for r in rows if r["status"] != "ok")
@@ -533,6 +542,7 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
         "not_ok": not_ok, "elapsed_s": round(elapsed, 2),
         "replay_s": round(result.elapsed, 2), "agents": result.agents,
         "switch_drops": _delta(drops_before, drops_after), "controller": app,
+        "switch": switch_row or None,
         "host_parts": hosts_run or None, "fairness": fair, "errors": result.errors,
         "run_dir": str(run_dir)})
     write_json(state.out / META_JSON, state.meta)

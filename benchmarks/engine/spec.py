@@ -44,7 +44,7 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
                                   #  also reports ratios to the others, table by table
     workload:
       type: poisson               # poisson | incast | rps_static | rps_random | longlived
-                                  #   | sizes
+                                  #   | sizes | incast_size | shortlong
       ...                         # the type's parameters (workloads.py)
     loads: [0.2, 0.4]             # sweep values; meaning depends on the workload type
     seeds: [1, 2, 3]
@@ -67,6 +67,8 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
     rto_min: 10ms                 # [null: kernel default] RTO floor on every host route
                                   #  (ip route ... rto_min); hosts of a scheme using dctcp
                                   #  also get ECN on (net.ipv4.tcp_ecn=1)
+    plots: [...]                  # [none] figures in a paper's shape, and rank tables
+    tables: [...]                 #  (figures.py has the schema)
     agent: {port: 5001, sample_interval: 0}   # sample_interval > 0: RTT/cwnd samples
                                   #  rx_interval: receiver bytes per flow every so many s
                                   #  (fairness.csv) [0.1 for longlived, else 0 = off]
@@ -95,7 +97,7 @@ from dcnlab.schemes.base import with_topology_options
 from dcnlab.topo.spec import SpecError, TopologySpec
 from dcnlab.topo.spec import parse as parse_topology
 
-from . import schema
+from . import figures, schema
 from .cdf import CdfError, load_cdf
 from .marking import Marking
 from .schema import SpecFileError, from_mapping, join
@@ -197,6 +199,9 @@ class ExperimentSpec:
     rto_min: str | None = None  # e.g. "10ms": RTO floor on the hosts' routes
     sysctls: dict[str, str] = field(default_factory=dict)  # net.ipv4.tcp_* per host
     other_baselines: list[str] = field(default_factory=list)  # more ratio tables
+    # figures and rank tables drawn from the summary (figures.py), as validated data
+    plots: list[dict[str, Any]] = field(default_factory=list)
+    tables: list[dict[str, Any]] = field(default_factory=list)
     scenario: str | None = None  # its name, when the file has scenarios
     source: Path | None = None  # the spec file
     raw: dict[str, Any] = field(default_factory=dict)  # the YAML mapping as read
@@ -225,8 +230,9 @@ class ExperimentSpec:
 # Top-level fields and the order they are checked in.
 _TOP = ["name", "topology", "switch", "link", "schemes", "baseline", "workload", "loads",
         "seeds", "duration", "warmup", "cooldown", "drain", "settle", "network", "classes",
-        "marking", "congestion", "rto_min", "sysctls", "agent", "scenarios"]
-_NEEDS_DURATION = {"poisson", "longlived"}
+        "marking", "congestion", "rto_min", "sysctls", "agent", "plots", "tables",
+        "scenarios"]
+_NEEDS_DURATION = {"poisson", "longlived", "shortlong"}
 
 
 def load_spec(path: str | os.PathLike[str]) -> ExperimentSpec:
@@ -344,6 +350,8 @@ def parse_spec(data: Any, source: Path | None = None,
                                 "200us or 1s")
     sysctls = _sysctls(data.get("sysctls"))
     agent = from_mapping(AgentOptions, data.get("agent"), "agent")
+    plots = figures.parse_plots(data.get("plots"))
+    tables = figures.parse_tables(data.get("tables"))
     if agent.rx_interval is None:
         agent = replace(agent, rx_interval=RX_INTERVAL_LONGLIVED if wtype == "longlived"
                         else 0.0)
@@ -357,7 +365,8 @@ def parse_spec(data: Any, source: Path | None = None,
         workload_type=wtype, workload=workload, loads=loads, seeds=seeds, duration=duration,
         warmup=warmup, cooldown=cooldown, drain=drain, settle=settle, network=network,
         classes=classes, marking=marking, congestion=congestion, agent=agent,
-        rto_min=rto_min, sysctls=sysctls, source=source, raw=data)
+        rto_min=rto_min, sysctls=sysctls, plots=plots, tables=tables, source=source,
+        raw=data)
     _check_workload(spec, topo, base_dir)
     return spec
 

@@ -13,6 +13,10 @@ incast     senders      N senders x size to one receiver, synchronized rounds
 rps_static long_flows   seed 000 static: N long flows S0..S4 -> S15, one short S0->S15
 rps_random long_flows   seed 000 random: N long + M short flows between random pairs
 longlived  clients      seed 004: N long-lived TCP clients -> server, UDP cross traffic
+sizes      size         seed 003: flows of one size, one at a time, src -> dst
+incast_size size        incast with the flow size swept (count senders, seed 002)
+shortlong  interarrival Pareto short flows (exponential gaps) to a few receivers, plus
+                        long flows to them (seed 002's at-scale traffic)
 ========== ============ ==============================================================
 
 Load calibration (poisson).  Every sender host in the pool starts flows as a Poisson
@@ -433,6 +437,81 @@ class SizesWorkload:
                         for i in range(self.repetitions)])
 
 
+@dataclass(frozen=True)
+class IncastSizeWorkload:
+    """The incast with the flow size as the sweep value (bytes): ``count`` senders each
+    send that many bytes to one receiver, in synchronized rounds (seed 002's Fig. 5b:
+    30 senders, 16 KB .. 1 MB).  Make ``interval`` longer than the largest round takes."""
+
+    SWEEP: ClassVar[str] = "size"
+    count: int = field(30, min=1, doc="senders")
+    receiver: str | None = field(None, doc="default: the host with role 'receiver'")
+    senders: list[str] = field([], doc="sender pool (default: every other host)")
+    rounds: int = field(10, min=1)
+    interval: float = field(1.0, unit="seconds", min=0.0, doc="time between rounds")
+    jitter: float = field(0.0, unit="seconds", min=0.0, doc="uniform start jitter")
+
+    def incast(self, value: float) -> IncastWorkload:
+        return IncastWorkload(size=int(value), receiver=self.receiver, senders=self.senders,
+                              rounds=self.rounds, interval=self.interval, jitter=self.jitter)
+
+    def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None:
+        if value != int(value) or value < 1:
+            raise WorkloadError("", f"size {value}: a whole number of bytes (32000 for 32 KB)")
+        try:
+            self.incast(value).check(topo, self.count, base_dir)
+        except WorkloadError as exc:
+            raise WorkloadError("count", str(exc)) from None
+
+    def generate(self, topo: TopologySpec, value: float, rng: np.random.Generator,
+                 duration: float, base_dir: Path | None) -> list[Flow]:
+        return self.incast(value).generate(topo, self.count, rng, duration, base_dir)
+
+
+@dataclass(frozen=True)
+class ShortLongWorkload:
+    """Seed 002's at-scale traffic: short flows of Pareto-distributed sizes arrive with
+    exponential inter-arrival times (the sweep value: their mean, s, over the whole
+    network) during ``duration``, each from a random host to one of ``receivers`` hosts
+    drawn at random; ``long_flows`` flows of ``long_size`` start at 0 from random
+    senders, one to each receiver in turn (so they share the receivers' switch ports
+    with the short flows).  Senders are never receivers."""
+
+    SWEEP: ClassVar[str] = "interarrival"
+    receivers: int = field(5, min=1, doc="how many hosts receive (drawn per run)")
+    short_mean: int = field(50_000, unit="bytes", min=1, doc="mean short-flow size")
+    short_shape: float = field(1.2, min=1.01, doc="Pareto shape (> 1: finite mean)")
+    long_flows: int = field(5, min=0)
+    long_size: int = field(30_000_000, unit="bytes", min=1)
+
+    def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None:
+        if not 0 < value <= 10:
+            raise WorkloadError("", f"inter-arrival {value}: a mean time in seconds in "
+                                "(0, 10] (0.005 for 5 ms)")
+        if self.receivers >= len(topo.hosts):
+            raise WorkloadError("receivers", f"{self.receivers} receivers leave no sender "
+                                f"among the {len(topo.hosts)} hosts of {topo.spec}")
+
+    def generate(self, topo: TopologySpec, value: float, rng: np.random.Generator,
+                 duration: float, base_dir: Path | None) -> list[Flow]:
+        hosts = [h.name for h in topo.hosts]
+        picked = sorted(int(i) for i in rng.choice(len(hosts), self.receivers,
+                                                   replace=False))
+        receivers = [hosts[i] for i in picked]
+        senders = [h for h in hosts if h not in receivers]
+        flows = [Flow(0, senders[int(rng.integers(len(senders)))], receivers[i % len(
+            receivers)], self.long_size, 0.0, tag="long") for i in range(self.long_flows)]
+        scale = self.short_mean * (self.short_shape - 1) / self.short_shape  # x_m
+        t = float(rng.exponential(value))
+        while t < duration:
+            size = max(1, int(round(scale * (1.0 + rng.pareto(self.short_shape)))))
+            flows.append(Flow(0, senders[int(rng.integers(len(senders)))],
+                              receivers[int(rng.integers(len(receivers)))], size, t,
+                              tag="short"))
+            t += float(rng.exponential(value))
+        return _number(flows)
+
+
 WORKLOAD_TYPES: dict[str, type] = {
     "poisson": PoissonWorkload,
     "incast": IncastWorkload,
@@ -440,6 +519,8 @@ WORKLOAD_TYPES: dict[str, type] = {
     "rps_random": RpsRandomWorkload,
     "longlived": LongLivedWorkload,
     "sizes": SizesWorkload,
+    "incast_size": IncastSizeWorkload,
+    "shortlong": ShortLongWorkload,
 }
 
 

@@ -140,6 +140,31 @@ class ControllerColumns:
     entries_section: str | None = None
 
 
+@dataclass(frozen=True)
+class SwitchColumns:
+    """Counters a queue discipline of ``switch_ext`` keeps per port (the stats file's
+    ``ingress`` or ``egress`` section, switch_ext/README.md) that become switch.csv
+    columns.
+
+    Per run, over every switch port whose ``section`` discipline is ``kind``: the
+    difference of each of ``counters`` (cumulative) between the stats lines read before
+    and after the run, summed over those ports; ``gauges`` (values now, frames held say)
+    the same way, after - before; ``peaks``: the largest length a port histogram
+    (``qin`` or ``qout``) reached during the run, the maximum over those ports.  Ports
+    of other kinds, and other switch kinds, leave the columns empty.
+    """
+
+    section: str  # "ingress" or "egress"
+    kind: str  # the discipline's name ("abq")
+    counters: Mapping[str, str] = field(default_factory=dict)  # counter -> column
+    gauges: Mapping[str, str] = field(default_factory=dict)  # value now -> column
+    peaks: Mapping[str, str] = field(default_factory=dict)  # "qin"/"qout" -> column
+    labels: Mapping[str, str] = field(default_factory=dict)  # column -> summary label
+
+    def columns(self) -> list[str]:
+        return [*self.counters.values(), *self.gauges.values(), *self.peaks.values()]
+
+
 # ---------------------------------------------------------------------------- scheme
 
 
@@ -173,6 +198,8 @@ class Scheme:
     check: CheckFn | None = None
     check_topology: str | None = None
     controller: ControllerColumns = field(default_factory=ControllerColumns)
+    # counters of its switch-side queue disciplines that become switch.csv columns
+    switch_columns: tuple[SwitchColumns, ...] = ()
     # the reference other schemes are compared with when an experiment names none
     baseline: bool = False
     # the transport its senders use (None: one kernel TCP connection per flow) and its

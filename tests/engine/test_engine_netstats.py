@@ -82,3 +82,15 @@ def test_render_leaves_out_what_no_scheme_measured() -> None:
                            "load")
     assert "goodput" in text and "RTOs" in text
     assert "Q_out" not in text and "Q_in" not in text and "drops" not in text
+
+
+def test_edge_drops_per_switch_hosts_attach_to() -> None:
+    before = {"s2:1": {"drops": 5}, "s2:2": {"drops": 1}, "s3:1": {"drops": 0},
+              "s1:1": {"drops": 7}}
+    after = {"s2:1": {"drops": 9}, "s2:2": {"drops": 4}, "s3:1": {"drops": 2},
+             "s1:1": {"drops": 70}, "s4:2": {"drops": 3}}
+    # s1 (the core) is not an edge; s4 has no "before" line (counted from zero);
+    # s5 keeps no stats: left out
+    assert netstats.edge_drops(before, after, ["s2", "s3", "s4", "s5"]) == [7, 2, 3]
+    row = netstats.run_row("x", 1.0, 1, {}, {}, 0, 0, [], [7, 2, 3])
+    assert (row["edge_drops"], row["edge_drops_each"]) == (12, "2;3;7")

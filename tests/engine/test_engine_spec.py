@@ -49,6 +49,26 @@ def test_shipped_specs_load() -> None:
     assert "rate=50M" in seed000[0].topology
 
 
+def test_shipped_seed002_specs_sweep_n_size_and_interarrival() -> None:
+    from dcnlab.topo.preflight import check_size
+
+    folder = Path(str(resources.files("dcnlab.benchmarks").joinpath("experiments")))
+    specs = {name: load_spec(folder / f"{name}.yaml")
+             for name in ("seed002", "seed002_size", "seed002_atscale")}
+    assert [s.sweep for s in specs.values()] == ["senders", "size", "interarrival"]
+    assert specs["seed002_size"].workload.count == 30
+    assert specs["seed002_size"].loads == [16000, 64000, 256000, 1000000]
+    for spec in specs.values():
+        assert [s.name for s in spec.schemes] == ["droptail_tcp", "ecn_dctcp", "abq_ece",
+                                                  "abq_window"]
+        assert spec.baseline == "ecn_dctcp" and spec.plots
+        check_size(spec.topo())  # buildable here
+    assert {p["name"] for p in specs["seed002"].plots} >= {"fig4_queue_goodput_drops",
+                                                          "fig5a_fct"}
+    assert specs["seed002_atscale"].tables[0]["ranks"] == ["elephant_tput", "edge_drops"]
+    assert specs["seed002_atscale"].topo().spec.startswith("torcore:4,4")
+
+
 def test_defaults_and_short_forms() -> None:
     spec = parse_spec(_spec())
     assert spec.name == "experiment" and spec.switch == "ovs"

@@ -8,11 +8,13 @@ import pytest
 from dcnlab.benchmarks.engine.cdf import load_cdf
 from dcnlab.benchmarks.engine.marking import Marking, assign_marks
 from dcnlab.benchmarks.engine.workloads import (
+    IncastSizeWorkload,
     IncastWorkload,
     LongLivedWorkload,
     PoissonWorkload,
     RpsRandomWorkload,
     RpsStaticWorkload,
+    ShortLongWorkload,
     WorkloadError,
     arrival_rate,
     generate,
@@ -90,6 +92,45 @@ def test_incast_rounds_are_synchronized() -> None:
     assert all(f.size == 32_000 for f in flows)
     with pytest.raises(WorkloadError):
         generate(IncastWorkload(receiver="h1"), FATTREE, 16, seed=1, duration=0.0)
+
+
+def test_incast_size_sweeps_the_flow_size() -> None:
+    w = IncastSizeWorkload(count=3, receiver="h1", rounds=2, interval=4.0)
+    flows = generate(w, FATTREE, 1_000_000, seed=1, duration=0.0)
+    assert len(flows) == 6 and {f.size for f in flows} == {1_000_000}
+    assert {f.dst for f in flows} == {"h1"} and sorted({f.start for f in flows}) == [0.0, 4.0]
+    with pytest.raises(WorkloadError, match="whole number of bytes"):
+        w.check(FATTREE, 0.5, None)
+    with pytest.raises(WorkloadError) as err:
+        IncastSizeWorkload(count=16, receiver="h1").check(FATTREE, 1000, None)
+    assert err.value.field == "count"
+
+
+def test_seed002_short_and_long_flows_to_a_few_receivers() -> None:
+    topo = parse("torcore:4,4")
+    w = ShortLongWorkload(receivers=5, long_flows=5)
+    flows = generate(w, topo, 0.005, seed=3, duration=20.0)
+    longs = [f for f in flows if f.tag == "long"]
+    shorts = [f for f in flows if f.tag == "short"]
+    receivers = {f.dst for f in longs}
+    # one long flow of 30 MB to each receiver, at 0; no receiver ever sends
+    assert len(longs) == 5 and len(receivers) == 5 and {f.size for f in longs} == {30_000_000}
+    assert all(f.start == 0.0 for f in longs)
+    assert {f.dst for f in shorts} <= receivers
+    assert not {f.src for f in flows} & receivers
+    # exponential gaps of mean 5 ms over 20 s: ~4000 flows, mean gap within 5%
+    starts = np.array(sorted(f.start for f in shorts))
+    assert 3600 < len(shorts) < 4400 and abs(np.diff(starts).mean() - 0.005) < 0.00025
+    assert starts.max() < 20.0
+    # Pareto(shape 1.2, mean 50 KB): scale 8333 bytes is the smallest size; the median is
+    # scale * 2^(1/1.2) = 14.8 KB (the heavy tail makes the sample mean unstable)
+    sizes = np.array([f.size for f in shorts])
+    assert sizes.min() >= 8333 and abs(np.median(sizes) - 14_847) < 1000
+    assert generate(w, topo, 0.005, seed=3, duration=20.0) == flows
+    with pytest.raises(WorkloadError, match="leave no sender"):
+        ShortLongWorkload(receivers=16).check(topo, 0.005, None)
+    with pytest.raises(WorkloadError, match="inter-arrival"):
+        w.check(topo, 0.0, None)
 
 
 def test_seed000_static_scenario() -> None:

@@ -53,6 +53,10 @@ def test_networks_larger_than_the_machine_builds_are_refused_with_the_way_out(
     check_size(parse("fattree:8"))  # 208 nodes: fine
     with pytest.raises(NetworkError, match=f"set {ENV_MAX_NODES}=1344 to build it anyway"):
         check_size(parse("fattree:16"))
+    # seed 002's at-scale topology: the shipped size builds, the paper's does not
+    check_size(parse("torcore:4,4"))
+    with pytest.raises(NetworkError, match=f"set {ENV_MAX_NODES}=1041 to build it anyway"):
+        check_size(parse("torcore:40,25"))
     monkeypatch.setenv(ENV_MAX_NODES, "2000")
     check_size(parse("fattree:16"))
     monkeypatch.setenv(ENV_MAX_NODES, "lots")

@@ -18,6 +18,8 @@ from dcnlab.topo.spec import EXTERNAL_TIER, SpecError, TopologySpec, parse
         ("incast:10", 1, 11),
         ("dumbbell", 2, 7),
         ("twopath", 3, 2),
+        ("torcore:4,4", 5, 16),
+        ("torcore:40,25", 41, 1000),  # the seed 002 paper's at-scale network (model only)
     ],
 )
 def test_family_sizes(spec: str, switches: int, hosts: int) -> None:
@@ -36,6 +38,27 @@ def test_fattree_structure_and_addressing() -> None:
     # every switch port is used once
     ports = [(lk.a, lk.a_port) for lk in topo.links] + [(lk.b, lk.b_port) for lk in topo.links]
     assert len(ports) == len(set(ports))
+
+
+def test_torcore_is_non_blocking_tors_under_one_core() -> None:
+    topo = parse("torcore:4,3,rate=100M,delay=400us,ingress@host=abq/k=20p")
+    tiers = [s.tier for s in topo.switches]
+    assert (tiers.count("core"), tiers.count("edge")) == (1, 4)
+    core = next(s.name for s in topo.switches if s.tier == "core")
+    uplinks = list(topo.fabric_links())
+    assert len(uplinks) == 4 and all(core in (lk.a, lk.b) for lk in uplinks)
+    # each ToR's uplink carries all its hosts at line rate; delay and qdiscs as given
+    assert {lk.params.rate_mbit for lk in uplinks} == {300.0}
+    assert {lk.params.delay_us for lk in topo.links} == {400}
+    host_links = [lk for lk in topo.links if lk not in uplinks]
+    assert len(host_links) == 12 and {lk.params.rate_mbit for lk in host_links} == {100.0}
+    assert all(lk.params.qdisc("ingress", True) == "abq/k=20p" for lk in topo.links)
+    # hosts of a ToR share its /24, every switch port is used once
+    racks = {h.interfaces[0].switch: {h.ip.rsplit(".", 1)[0]} for h in topo.hosts}
+    assert len(racks) == 4 and all(len(v) == 1 for v in racks.values())
+    ports = [(lk.a, lk.a_port) for lk in topo.links] + [(lk.b, lk.b_port) for lk in topo.links]
+    assert len(ports) == len(set(ports))
+    assert parse(topo.spec).spec == topo.spec
 
 
 def test_link_options_apply_to_every_link() -> None:
@@ -136,6 +159,9 @@ def test_queue_disciplines_by_direction_and_port_scope() -> None:
         ("fattree:4,rate=-1", "rate must be positive"),
         ("fattree:4,rate=10M,2", "numbers must come before"),
         ("incast:0", "1 <= N"),
+        ("torcore:4", "takes 2..2 numbers"),
+        ("torcore:0,4", "1..64 ToRs"),
+        ("torcore:4,65", "1..64 hosts"),
         ("spineleaf:1,1,300", "addressing overflow"),
         ("dumbbell:4,2,3", "0 <= X <= N/2"),
         ("dumbbell:8,1,2", "U must be even"),

@@ -13,10 +13,38 @@ message switches every ABQ port), as ``benchmarks/experiments/seed002.yaml`` doe
 
 from __future__ import annotations
 
-from ..base import CheckContext, CheckOutcome, Scheme
+from ..base import CheckContext, CheckOutcome, Scheme, SwitchColumns
 
 # ABQ's K in packets, on every switch port facing a host (the paper: K = 20 packets).
 K = "20p"
+
+
+# ABQ's own counters per run (switch.csv), summed over every port running it (the
+# switch_ext stats file's "ingress" section; switch_ext/README.md, "ABQ"). Per run:
+# abq_held = abq_released + abq_forced_cap + abq_forced_timeout + abq_superseded
+# + abq_still_held (the change in what the ports hold, 0 once a run has drained).
+COLUMNS = SwitchColumns(
+    section="ingress",
+    kind="abq",
+    counters={"acks_held": "abq_held", "released": "abq_released",
+              "ece_marked": "abq_ece_marked", "rewritten": "abq_rewritten",
+              "rewrite_unknown": "abq_rewrite_unknown", "superseded": "abq_superseded",
+              "forced_cap": "abq_forced_cap", "forced_timeout": "abq_forced_timeout",
+              "to_cs": "abq_to_cs", "to_lcs": "abq_to_lcs", "to_us": "abq_to_us",
+              "halvings": "abq_halvings"},
+    gauges={"held": "abq_still_held"},
+    peaks={"qin": "abq_qin_peak"},
+    labels={"abq_held": "ABQ ACKs held", "abq_released": "ABQ released",
+            "abq_ece_marked": "ABQ ECE-marked", "abq_rewritten": "ABQ window rewritten",
+            "abq_rewrite_unknown": "ABQ not rewritten (scale unknown)",
+            "abq_superseded": "ABQ superseded (window mode)",
+            "abq_forced_cap": "ABQ forced out (cap)",
+            "abq_forced_timeout": "ABQ forced out (hold time)",
+            "abq_still_held": "ABQ still held at the end",
+            "abq_qin_peak": "ABQ Q_in peak (pkts)", "abq_to_cs": "ABQ -> CS",
+            "abq_to_lcs": "ABQ -> LCS", "abq_to_us": "ABQ -> US",
+            "abq_halvings": "ABQ X halvings"},
+)
 
 
 def abq_check(ctx: CheckContext) -> CheckOutcome:
@@ -38,5 +66,6 @@ SCHEMES = [
         congestion="dctcp",
         check=abq_check,
         check_topology="incast:20",
+        switch_columns=(COLUMNS,),
     ),
 ]

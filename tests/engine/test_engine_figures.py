@@ -1,0 +1,122 @@
+"""figures: an experiment file's ``plots:`` and ``tables:`` sections, validated up front
+and rendered by report() from a tiny fake result directory (no network)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dcnlab.benchmarks.engine import netstats, report, switch_stats
+from dcnlab.benchmarks.engine.figures import parse_plots, parse_tables, rank_values
+from dcnlab.benchmarks.engine.results import FLOW_COLUMNS, CsvAppender, write_json
+from dcnlab.benchmarks.engine.schema import SpecFileError
+
+PLOTS = [{"name": "fig4", "title": "queue", "panels": [
+    {"metrics": ["qout_busy_mean"], "range": ["qout_busy_p5", "qout_busy_p95"],
+     "stack": "qin_busy_mean", "ylabel": "packets"},
+    {"metrics": ["drops"]}, {"metrics": ["abq_held"]}]},
+    {"name": "fig5", "panels": [{"metrics": ["fct_p1", "fct_p50", "fct_p99"], "log": True}]},
+    {"name": "unmeasured", "panels": [{"metrics": ["tput_mbps@mouse"]}]}]
+TABLES = [{"name": "table1", "title": "long flows", "ranks": ["elephant_tput", "edge_drops"]}]
+
+
+def _write(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _results(out: Path) -> None:
+    out.mkdir(parents=True)
+    write_json(out / "meta.json", {
+        "name": "fake", "status": "complete",
+        "spec": {"baseline": "ecn", "sweep": "senders", "topology": "incast:4",
+                 "workload_type": "incast", "schemes": [{"name": "ecn"}, {"name": "abq"}],
+                 "plots": parse_plots(PLOTS), "tables": parse_tables(TABLES)}})
+    flows, net, sw = [], [], []
+    fid = 0
+    for seed in (1, 2):
+        for load in (2.0, 4.0):
+            for scheme, q in (("ecn", 40.0), ("abq", 20.0)):
+                for size, fct in ((32_000, 0.01), (32_000, 0.02), (30_000_000, 3.0),
+                                  (30_000_000, 4.0)):
+                    flows.append({"scheme": scheme, "load": load, "seed": seed,
+                                  "flow_id": fid, "size": size, "kind": "tcp",
+                                  "class": "elephant" if size > 10_000_000 else "rabbit",
+                                  "fct": fct * (1.2 if scheme == "ecn" else 1.0),
+                                  "bytes": size, "status": "ok", "measured": True,
+                                  "sched": 0.0, "start": 0.0, "end": fct})
+                    fid += 1
+                net.append({"scheme": scheme, "load": load, "seed": seed,
+                            "qout_busy_mean": q + seed, "qout_busy_p5": q / 4,
+                            "qout_busy_p95": q * 2, "qin_busy_mean": 3 if scheme == "abq"
+                            else "", "drops": 10 * load, "fct_p1": 0.01, "fct_p50": 0.015,
+                            "fct_p99": 0.02, "edge_drops": 9 + seed,
+                            "edge_drops_each": f"{seed};9"})
+                sw.append({"scheme": scheme, "load": load, "seed": seed,
+                           **({"abq_held": 100 * seed} if scheme == "abq" else {})})
+    appender = CsvAppender(out / "flows.csv", FLOW_COLUMNS)
+    appender.write(flows)
+    appender.close()
+    _write(out / netstats.NETWORK_CSV, netstats.COLUMNS, net)
+    _write(out / switch_stats.SWITCH_CSV, switch_stats.COLUMNS, sw)
+
+
+def test_report_draws_the_plots_and_rank_tables_the_file_asks_for(tmp_path: Path) -> None:
+    out = tmp_path / "res"
+    _results(out)
+    result = report(out)
+    names = {p.name for p in result.files}
+    assert {"fig4.png", "fig5.png", "table1.csv"} <= names
+    assert "unmeasured.png" not in names  # no metric of it has a value: no empty figure
+    assert all(p.stat().st_size > 1000 for p in result.files if p.suffix == ".png")
+    # Table 1's shape: ranks smallest..largest, a column per (scheme, kind)
+    assert "long flows" in result.table
+    block = result.table[result.table.index("long flows"):]
+    lines = block.splitlines()
+    head = next(ln for ln in lines if ln.strip().startswith("senders 2"))
+    assert "ecn elephant_tput" in head and "abq edge_drops" in head
+    smallest = next(ln for ln in lines if ln.strip().startswith("smallest")).split()
+    # abq's slower long flow: 30 MB in 4 s = 60 Mbit/s; edge drops ranked: mean(1, 2), 9
+    assert smallest[1:] == ["50", "1.5", "60", "1.5"]
+    largest = next(ln for ln in lines if ln.strip().startswith("largest")).split()
+    assert largest[1:] == ["66.67", "9", "80", "9"]
+    # re-rendering is idempotent
+    assert report(out).table == result.table
+
+
+def test_rank_values_per_run() -> None:
+    flows = [{"scheme": "a", "load": 1, "seed": 1, "class": "elephant", "status": "ok",
+              "measured": True, "fct": 2.0, "bytes": 1_000_000},
+             {"scheme": "a", "load": 1, "seed": 1, "class": "elephant", "status": "timeout",
+              "measured": True, "fct": None, "bytes": 10},
+             {"scheme": "a", "load": 1, "seed": 1, "class": "mouse", "status": "ok",
+              "measured": True, "fct": 0.1, "bytes": 1000}]
+    assert rank_values("elephant_tput", flows, []) == {("a", 1.0, 1): [4.0]}
+    net = [{"scheme": "a", "load": 1, "seed": 2, "edge_drops_each": "3;1;2"}]
+    assert rank_values("edge_drops", [], net) == {("a", 1.0, 2): [1.0, 2.0, 3.0]}
+
+
+@pytest.mark.parametrize(("plots", "tables", "where", "message"), [
+    ([{"name": "a", "panels": [{"metrics": ["qout_mean_x"]}]}], None,
+     "plots[0].panels[0].metrics[0]", "did you mean qout_mean"),
+    ([{"name": "a/b", "panels": [{"metrics": ["drops"]}]}], None, "plots[0].name", "file"),
+    ([{"name": "a", "panels": []}], None, "plots[0].panels", "at least one"),
+    ([{"name": "a", "panels": [{"metrics": ["drops", "rtos"], "stack": "rtos"}]}], None,
+     "plots[0].panels[0]", "single metric"),
+    ([{"name": "a", "panels": [{"metrics": ["drops"], "range": ["rtos"]}]}], None,
+     "plots[0].panels[0].range", "[low, high]"),
+    (None, [{"name": "t", "ranks": ["median_drops"]}], "tables[0].ranks[0]", "unknown rank"),
+    (None, [{"name": "t", "ranks": ["edge_drops"]}, {"name": "t", "ranks": ["edge_drops"]}],
+     "tables[1].name", "twice"),
+])
+def test_bad_sections_name_the_field(plots: Any, tables: Any, where: str, message: str
+                                     ) -> None:
+    with pytest.raises(SpecFileError) as info:
+        parse_plots(plots)
+        parse_tables(tables)
+    assert info.value.field == where and message in str(info.value)
