@@ -206,7 +206,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None,
     for load in loads:
         for scheme in schemes:
             for metric, cls in keys:
-                values = {s: per_run[(scheme, load, s)][(metric, cls)] for s in seeds
+                values = {s: per_run[(scheme, load, s)].get((metric, cls), math.nan) for s in seeds
                           if (scheme, load, s) in per_run}
                 m, ci = mean_ci(list(values.values()))
                 ratio = low = high = math.nan
