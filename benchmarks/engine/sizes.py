@@ -120,6 +120,11 @@ def write(out: Path, stats: Sequence[Mapping[str, Any]]) -> Path:
     return path
 
 
+def _color(schemes: Sequence[str], scheme: str) -> str:
+    """One colour per scheme in both plots (the change plot leaves the baseline out)."""
+    return f"C{list(schemes).index(scheme) % 10}"
+
+
 def plots(stats: Sequence[Mapping[str, Any]], out_dir: Path, schemes: Sequence[str],
           baseline: str | None) -> list[Path]:
     if not stats:
@@ -139,7 +144,8 @@ def plots(stats: Sequence[Mapping[str, Any]], out_dir: Path, schemes: Sequence[s
             ys.append(s["fct_mean_ms"])
             es.append(s["fct_ci95_ms"] if math.isfinite(s["fct_ci95_ms"]) else 0.0)
         if xs:
-            ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=scheme)
+            ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=scheme,
+                        color=_color(schemes, scheme))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(loads, [size_label(v) for v in loads], rotation=45)
@@ -163,7 +169,8 @@ def plots(stats: Sequence[Mapping[str, Any]], out_dir: Path, schemes: Sequence[s
             ys = [index[(load, scheme)]["change_pct"] if (load, scheme) in index else np.nan
                   for load in loads]
             pos = x + (i - (len(others) - 1) / 2) * width
-            ax.bar(pos, np.clip(ys, -CHANGE_LIMIT, CHANGE_LIMIT), width, label=scheme)
+            ax.bar(pos, np.clip(ys, -CHANGE_LIMIT, CHANGE_LIMIT), width, label=scheme,
+                   color=_color(schemes, scheme))
             for px, y in zip(pos, ys, strict=True):
                 if math.isfinite(y) and abs(y) > CHANGE_LIMIT:  # off the scale: say so
                     ax.text(px, math.copysign(CHANGE_LIMIT, y), f"{y:+.0f}%", rotation=90,
