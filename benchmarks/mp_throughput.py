@@ -11,16 +11,23 @@ the result; rounds alternate so machine load hits both alike.
 per round, plain TCP on path 1 alone, on path 2 alone, on both at once (two flows), and
 one dcnlab-mp connection over both (minRTT); the goal is the connection's goodput >= 0.9
 x the sum of the single-path goodputs.  The concurrent pair shows what the machine
-carries on both paths at once (both share the switches' CPU).  Run::
+carries on both paths at once (both share the switches' CPU).  To find where a gap
+comes from, each round also runs one dcnlab-mp subflow over path 1 alone (the
+transport's own cost at the emulated rate: ratio_path1_only), the two-path connection
+with further ``--lowat`` values, and reports per path what the connection carried, and
+CPU seconds per Gbit moved of the transport (sender + receiver) and of the switch_ext
+processes (the link emulation).  Run::
 
     python -m dcnlab.benchmarks.mp_throughput [--size 1GB] [--rounds 5]
-    sudo python -m dcnlab.benchmarks.mp_throughput --twopath twopath --size 64MB --rounds 3
+    sudo python -m dcnlab.benchmarks.mp_throughput --twopath twopath:reorder=1 \\
+        --size 256MB --rounds 3 --lowat 256KB
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -51,7 +58,34 @@ def _pair(serve: list[str], send: list[str]) -> dict[str, Any]:
     return res
 
 
-def _twopath(spec_text: str, size: str, rounds: int) -> int:
+def _ticks(pids: list[int]) -> float:
+    """CPU seconds (user + system) used so far by ``pids`` (0 for those gone)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _switch_pids(prefix: str) -> list[int]:
+    """The switch processes of the network whose interfaces carry ``prefix``."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "switch_ext" in cmd and prefix in cmd:
+            pids.append(int(entry))
+    return pids
+
+
+def _twopath(spec_text: str, size: str, rounds: int, lowats: list[str]) -> int:
     from dcnlab.hosts.mptransport import Server
     from dcnlab.hosts.mptransport import send as mp_send
     from dcnlab.schemes.cfs.check import endpoints
@@ -68,32 +102,80 @@ def _twopath(spec_text: str, size: str, rounds: int) -> int:
         sp = ["mnexec", "-a", str(net.host(server).pid)]
         cp = ["mnexec", "-a", str(net.host(client).pid)]
         sip = net.host(server).IP()
+        switches = _switch_pids(net.prefix)
+        if not switches:
+            raise SystemExit(f"no switch_ext process found for prefix {net.prefix!r}")
         plain = subprocess.Popen(sp + [exe, "plain-serve", "--listen", f"{sip}:5520"],
                                  stdout=subprocess.PIPE, text=True)
         assert plain.stdout is not None
         plain.stdout.readline()
         srv = Server(f"{sip}:5521", prefix=sp).start()
+        assert srv.proc is not None
+        receivers = [plain.pid, srv.proc.pid]
 
         def single(src: str) -> subprocess.Popen[str]:
             return subprocess.Popen(cp + [exe, "plain-send", "--to", f"{sip}:5520", "--via",
                                           src, "--size", size],
                                     stdout=subprocess.PIPE, text=True)
 
+        def measured(run: Any) -> tuple[Any, float, float]:
+            """run()'s result, the receivers' and the switches' CPU seconds meanwhile."""
+            rx0, sw0 = _ticks(receivers), _ticks(switches)
+            out = run()
+            return out, _ticks(receivers) - rx0, _ticks(switches) - sw0
+
+        def plain_runs(srcs: list[str]) -> tuple[list[dict[str, Any]], float, float]:
+            def go() -> list[dict[str, Any]]:
+                procs = [single(v) for v in srcs]
+                return [parse_line(p.communicate(timeout=1800)[0]) for p in procs]
+            return measured(go)
+
+        def mp_run(paths: list[str], lowat: str | None) -> tuple[dict[str, Any], float, float]:
+            opts = {"lowat": lowat} if lowat else {}
+            res, rx, sw = measured(lambda: mp_send([f"{sip}:5521"], size, "minrtt",
+                                                   via=paths, prefix=cp, timeout=1800,
+                                                   **opts))
+            if not res["intact"]:
+                raise SystemExit(f"dcnlab-mp transfer not intact: {res}")
+            return res, rx, sw
+
+        def cpu_per_gbit(results: list[dict[str, Any]], rx: float, sw: float
+                         ) -> tuple[float, float]:
+            gbit = sum(r["size"] for r in results) * 8 / 1e9
+            return (sum(r["cpu_s"] for r in results) + rx) / gbit, sw / gbit
+
         try:
             for i in range(rounds):
-                alone = [parse_line(single(v).communicate(timeout=900)[0])["goodput_mbps"]
-                         for v in via]
-                pair = [single(v) for v in via]
-                both = [parse_line(p.communicate(timeout=900)[0])["goodput_mbps"]
-                        for p in pair]
-                res = mp_send([f"{sip}:5521"], size, "minrtt", via=via, prefix=cp,
-                              timeout=900)
-                if not res["intact"]:
-                    raise SystemExit(f"dcnlab-mp transfer not intact: {res}")
-                row = {"round": i + 1, "path1_mbps": alone[0], "path2_mbps": alone[1],
-                       "concurrent_pair_mbps": sum(both), "mp_mbps": res["goodput_mbps"],
-                       "ratio_to_sum": res["goodput_mbps"] / sum(alone),
-                       "ratio_to_pair": res["goodput_mbps"] / sum(both)}
+                alone = [plain_runs([v]) for v in via]
+                pair, pair_rx, pair_sw = plain_runs(via)
+                one, one_rx, one_sw = mp_run(via[:1], None)
+                row: dict[str, Any] = {
+                    "round": i + 1,
+                    "path1_mbps": alone[0][0][0]["goodput_mbps"],
+                    "path2_mbps": alone[1][0][0]["goodput_mbps"],
+                    "concurrent_pair_mbps": sum(r["goodput_mbps"] for r in pair),
+                    "mp_path1_only_mbps": one["goodput_mbps"]}
+                row["ratio_path1_only"] = row["mp_path1_only_mbps"] / row["path1_mbps"]
+                base = row["path1_mbps"] + row["path2_mbps"]
+                for lowat in [None, *lowats]:
+                    res, rx, sw = mp_run(via, lowat)
+                    tag = f"_lowat{lowat}" if lowat else ""
+                    secs = res["fct_ms"] / 1e3
+                    row[f"mp{tag}_mbps"] = res["goodput_mbps"]
+                    row[f"ratio_to_sum{tag}"] = res["goodput_mbps"] / base
+                    row[f"ratio_to_pair{tag}"] = res["goodput_mbps"] / row[
+                        "concurrent_pair_mbps"]
+                    row[f"mp{tag}_per_path_mbps"] = [round(s["bytes"] * 8 / secs / 1e6, 1)
+                                                      for s in res["subflows"]]
+                    row[f"mp{tag}_cpu_s_per_gbit"], row[f"mp{tag}_switch_cpu_s_per_gbit"] = \
+                        cpu_per_gbit([res], rx, sw)
+                plain_cpu = [cpu_per_gbit(r, rx, sw) for r, rx, sw in alone]
+                row["tcp_path1_cpu_s_per_gbit"], row["tcp_path1_switch_cpu_s_per_gbit"] = \
+                    plain_cpu[0]
+                row["tcp_path2_switch_cpu_s_per_gbit"] = plain_cpu[1][1]
+                row["pair_switch_cpu_s_per_gbit"] = cpu_per_gbit(pair, pair_rx, pair_sw)[1]
+                row["mp_path1_only_switch_cpu_s_per_gbit"] = cpu_per_gbit([one], one_rx,
+                                                                          one_sw)[1]
                 rows.append(row)
                 print(json.dumps({k: round(v, 3) if isinstance(v, float) else v
                                   for k, v in row.items()}), flush=True)
@@ -101,11 +183,11 @@ def _twopath(spec_text: str, size: str, rounds: int) -> int:
             srv.stop()
             plain.terminate()
             plain.wait(timeout=10)
-    print(json.dumps({
-        "topology": spec_text, "size": size, "rounds": rounds,
-        "median_ratio_to_sum": round(statistics.median(r["ratio_to_sum"] for r in rows), 3),
-        "median_ratio_to_pair": round(statistics.median(r["ratio_to_pair"] for r in rows),
-                                      3)}))
+    summary: dict[str, Any] = {"topology": spec_text, "size": size, "rounds": rounds}
+    for key in rows[0]:
+        if key != "round" and isinstance(rows[0][key], float):
+            summary[f"median_{key}"] = round(statistics.median(r[key] for r in rows), 3)
+    print(json.dumps(summary))
     return 0
 
 
@@ -116,9 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--twopath", metavar="SPEC", default=None,
                     help="fill two emulated paths of this twopath spec instead (root)")
+    ap.add_argument("--lowat", default="",
+                    help="with --twopath: further TCP_NOTSENT_LOWAT values to run the "
+                         "two-path connection with, comma-separated (256KB,1MB)")
     args = ap.parse_args(argv)
     if args.twopath:
-        return _twopath(args.twopath, args.size, args.rounds)
+        return _twopath(args.twopath, args.size, args.rounds,
+                        [v for v in args.lowat.split(",") if v])
     exe = binary()
     rows = []
     for i in range(args.rounds):

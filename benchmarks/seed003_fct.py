@@ -1,7 +1,8 @@
 """Seed 003's comparison outside the engine: FCT per flow size and scheduler on twopath.
 
-The experiment engine's traffic agents do not drive the multipath transport yet, so this
-script runs the seed's synthetic-flow experiment directly: one network (``twopath`` at
+``dcnlab run benchmarks/experiments/seed003.yaml`` runs this comparison through the
+engine, references included (see its header).  This script runs the seed's
+synthetic-flow experiment directly instead: one network (``twopath`` at
 the seed's rates and RTTs, app cfs, switch ext), a ``dcnlab-mp serve`` in the server,
 and from the client one transfer at a time, for every repetition, size and scheduler in
 turn (interleaved, so slow drifts of the machine's load hit every scheduler alike), plus

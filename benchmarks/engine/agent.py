@@ -370,6 +370,7 @@ class ProcessSender:
             "fct": round(fct / 1000, 6) if fct is not None else round(end - self.t_start, 6),
             "late": round(self.late, 6), "status": status, "error": error,
             "bytes": result.get("delivered"),
+            "result": result or None,  # the transport's columns come from it (runner.py)
         }
         self.close()
         self.agent.flow_ended(self.flow, row)

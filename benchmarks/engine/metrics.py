@@ -25,6 +25,10 @@ memory.  Definitions:
   removes the workload's seed-to-seed variation; working in logs keeps the interval of
   a ratio positive and symmetric between "x2" and "x0.5".  Seeds where either value is
   missing or the baseline's is 0 are left out (``seeds`` counts the rest).
+- a scheme transport's columns (``extra``): per run, the mean over completed flows of a
+  numeric column (metric = the column, class ``all``); a column of numbers joined by
+  ``;`` (one per subflow) element by element (metrics ``<column>_1``, ``<column>_2``...;
+  a flow without element i counts 0 there).
 """
 
 from __future__ import annotations
@@ -96,7 +100,40 @@ def throughput_mbps(row: Mapping[str, Any]) -> float:
     return float(nbytes) * 8 / float(fct) / 1e6
 
 
-def run_metrics(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], float]:
+def extra_values(rows: Sequence[Mapping[str, Any]], extra: Sequence[str]
+                 ) -> dict[str, float]:
+    """Means over the completed flows of the transport columns ``extra`` (see above)."""
+    done = [r for r in rows if r["status"] == OK]
+    out: dict[str, float] = {}
+    for column in extra:
+        cells = [r.get(column) for r in done if r.get(column) is not None]
+        if not cells:
+            continue
+        if all(isinstance(c, int | float) for c in cells):
+            out[column] = mean([float(c) for c in cells])
+            continue
+        lists = [split_list(c) for c in cells]
+        if any(v is None for v in lists):
+            continue  # text, not numbers: nothing to average
+        width = max(len(v) for v in lists if v is not None)
+        for i in range(width):
+            out[f"{column}_{i + 1}"] = mean([v[i] if v is not None and i < len(v) else 0.0
+                                             for v in lists])
+    return out
+
+
+def split_list(cell: Any) -> list[float] | None:
+    """``"1;2;3"`` (or one number) as floats; None if it is not such a list."""
+    if isinstance(cell, int | float):
+        return [float(cell)]
+    try:
+        return [float(x) for x in str(cell).split(";")]
+    except ValueError:
+        return None
+
+
+def run_metrics(rows: Iterable[Mapping[str, Any]], extra: Sequence[str] = ()
+                ) -> dict[tuple[str, str], float]:
     """Figures of one run from its measured rows: {(metric, class): value}."""
     by_class: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -117,6 +154,8 @@ def run_metrics(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], floa
     elephants = [r for r in by_class.get("elephant", []) if r["status"] == OK]
     out[("tput_mbps", "elephant")] = mean([throughput_mbps(r) for r in elephants])
     out[("ooo_pct", "all")] = _ooo_pct([r for cls in CLASSES for r in by_class.get(cls, [])])
+    for metric, value in extra_values(everything, extra).items():
+        out[(metric, "all")] = value
     return out
 
 
@@ -150,14 +189,15 @@ class SummaryRow:
                 "ratio_high95": self.ratio_high}
 
 
-def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None
-              ) -> list[SummaryRow]:
-    """Summary rows per (scheme, load, metric, class) from all measured flow rows."""
+def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None,
+              extra: Sequence[str] = ()) -> list[SummaryRow]:
+    """Summary rows per (scheme, load, metric, class) from all measured flow rows
+    (``extra``: a scheme transport's flows.csv columns, see above)."""
     runs: dict[tuple[str, float, int], list[Mapping[str, Any]]] = defaultdict(list)
     for row in rows:
         if row.get("measured", True):
             runs[(str(row["scheme"]), float(row["load"]), int(row["seed"]))].append(row)
-    per_run = {key: run_metrics(members) for key, members in runs.items()}
+    per_run = {key: run_metrics(members, extra) for key, members in runs.items()}
     schemes = list(dict.fromkeys(k[0] for k in runs))
     loads = sorted({k[1] for k in runs})
     seeds = sorted({k[2] for k in runs})
@@ -166,7 +206,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None
     for load in loads:
         for scheme in schemes:
             for metric, cls in keys:
-                values = {s: per_run[(scheme, load, s)][(metric, cls)] for s in seeds
+                values = {s: per_run[(scheme, load, s)].get((metric, cls), math.nan) for s in seeds
                           if (scheme, load, s) in per_run}
                 m, ci = mean_ci(list(values.values()))
                 ratio = low = high = math.nan

@@ -134,7 +134,7 @@ def plan_for(endpoint: Endpoint, flows: Iterable[Flow], hosts: dict[str, Endpoin
             "sample_interval": sample_interval, "congestion": endpoint.congestion,
             "rx": str(rx) if rx else None, "rx_interval": rx_interval if rx else 0.0,
             "cgroup_procs": endpoint.cgroup_procs, "flows": plan_flows,
-            "serve": (transport.serve(f"{endpoint.ip}:{transport.port}")
+            "serve": (transport.serve(f"{endpoint.ip}:{transport.port}", options)
                       if transport is not None else None)}
 
 
@@ -404,6 +404,7 @@ def merge_records(rows: list[dict[str, Any]], flows: list[Flow],
             "end": t.get("end"), "fct": t.get("fct"), "late": t.get("late"),
             "retrans": t.get("retrans"), "rtt_us": t.get("rtt_us"),
             "min_rtt_us": t.get("min_rtt_us"),
+            "result": t.get("result"),  # a scheme transport's own result line
         }
         if flow.kind == "udp":
             rec.update(bytes=r.get("bytes", 0), ooo=r.get("ooo", 0), segs_in=r.get("pkts", 0),

@@ -7,13 +7,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import controller_stats, fairness, figures, netstats, plots, switch_stats
+from . import controller_stats, fairness, figures, netstats, plots, sizes, switch_stats
 from .metrics import SummaryRow, summarize
 from .results import (
     FLOWS_CSV,
     META_JSON,
     SUMMARY_COLUMNS,
     ResultsError,
+    extra_columns,
     read_flows,
     read_json,
     write_csv,
@@ -61,14 +62,15 @@ def _report_one(out: Path) -> ReportResult:
     schemes = [s for s in scheme_order if s in seen] + [s for s in seen if s not in scheme_order]
     if baseline not in seen:
         baseline = None  # e.g. the experiment stopped before the baseline ran
-    summary = summarize(rows, baseline)
+    extra = extra_columns(rows)
+    summary = summarize(rows, baseline, extra)
     fair_rows, fair_summary, fair_text = _fairness_section(out, schemes, baseline, sweep)
     net_rows = netstats.refresh_flow_columns(netstats.read_rows(out / netstats.NETWORK_CSV),
                                              rows)
     net_summary = netstats.summarize(net_rows, baseline)
     switch_summary = switch_stats.summarize(_read_csv(out / switch_stats.SWITCH_CSV))
     others = [b for b in spec.get("other_baselines") or [] if b in seen and b != baseline]
-    also = {b: summarize(rows, b) for b in others}
+    also = {b: summarize(rows, b, extra) for b in others}
     write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, [
         *({**r.as_dict(), "baseline": baseline or ""}
           for r in [*summary, *fair_summary, *net_summary, *switch_summary]),
@@ -97,12 +99,19 @@ def _report_one(out: Path) -> ReportResult:
                                               sweep, schemes)
     if ranks:
         table += "\n" + ranks
+    size_stats = sizes.flow_stats(rows, schemes, baseline, extra) \
+        if sweep == sizes.SWEEP else []
+    if size_stats:
+        table += "\n" + sizes.render(size_stats, baseline)
     (out / SUMMARY_TXT).write_text(table)
     files = [out / SUMMARY_CSV, out / SUMMARY_TXT, *rank_files]
     files += plots.render_all(rows, summary, out / PLOTS_DIR, sweep, schemes)
     files += figures.render_plots(spec.get("plots") or [],
                                   [*summary, *net_summary, *switch_summary],
                                   out / PLOTS_DIR, sweep, schemes)
+    if size_stats:
+        files.append(sizes.write(out, size_stats))
+        files += sizes.plots(size_stats, out / PLOTS_DIR, schemes, baseline)
     if fair_rows:
         files += plots.fairness_plots(_read_csv(out / fairness.SERIES_CSV), fair_summary,
                                       out / PLOTS_DIR, sweep, schemes)

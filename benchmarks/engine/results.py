@@ -7,8 +7,9 @@
       meta.json         versions, parameters, machine, per-run timings, errors, status
       workload.csv      every generated flow (seed, sweep value, flow) -- identical for
                         every scheme by construction
-      flows.csv         one row per flow, scheme and seed (FLOW_COLUMNS); appended after
-                        each run, so an interrupted experiment keeps what it measured
+      flows.csv         one row per flow, scheme and seed (FLOW_COLUMNS, then the
+                        columns of the schemes' transports); appended after each run, so
+                        an interrupted experiment keeps what it measured
       samples.csv       RTT/cwnd samples, if agent.sample_interval > 0
       controller.csv    per run: the app's counter deltas and per-flow table size
                         (controller_stats.py)
@@ -117,9 +118,28 @@ def _typed(row: dict[str, str]) -> dict[str, Any]:
             out[key] = float(text)
         elif key == "measured":
             out[key] = text not in ("0", "False", "false")
+        elif key not in FLOW_COLUMNS:  # a scheme transport's column: a number if it is one
+            out[key] = _number(text)
         else:
             out[key] = text
     return out
+
+
+def _number(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def extra_columns(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The columns of flows.csv rows beyond FLOW_COLUMNS (the schemes' transports')."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        seen.update(dict.fromkeys(k for k in row if k not in FLOW_COLUMNS))
+    return list(seen)
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:

@@ -37,7 +37,7 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +45,7 @@ from typing import Any
 
 from dcnlab.hosts import dctcp
 from dcnlab.schemes import registry
-from dcnlab.schemes.base import HostPartsError, HostSession
+from dcnlab.schemes.base import HostPartsError, HostSession, Transport
 
 from . import controller_stats, environment, fairness, netstats, switch_stats
 from .marking import assign_marks
@@ -224,7 +224,7 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
         meta = _initial_meta(spec, workloads)
     meta["status"] = "running"
     write_json(out / META_JSON, meta)
-    state = _State(spec, out, CsvAppender(out / FLOWS_CSV, FLOW_COLUMNS),
+    state = _State(spec, out, CsvAppender(out / FLOWS_CSV, flow_columns(spec)),
                    CsvAppender(out / "samples.csv", SAMPLE_COLUMNS)
                    if spec.agent.sample_interval > 0 else None, bar, meta,
                    CsvAppender(out / controller_stats.CONTROLLER_CSV,
@@ -514,7 +514,7 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     hosts_run = (_counter_delta(hosts_before, agents.counters(net))
                  if agents and hosts_before is not None else {})
     fair = _fairness(state, scheme, seed, value, flows, run_dir, hosts_run)
-    rows = flow_rows(spec, scheme.name, seed, value, flows, result)
+    rows = flow_rows(spec, scheme.name, seed, value, flows, result, transport)
     if state.network_csv is not None:
         dropped = _delta(drops_before, drops_after) or {}
         edges = dict.fromkeys(i.switch for h in net.spec.hosts for i in h.interfaces)
@@ -588,7 +588,7 @@ def _record_skipped(spec: ExperimentSpec, out: Path,
         for (seed, value), flows in workloads.items() for f in flows))
     meta = {**_initial_meta(spec, workloads), "status": NOT_RUN, "errors": [reason]}
     write_json(out / META_JSON, meta)
-    appender = CsvAppender(out / FLOWS_CSV, FLOW_COLUMNS)
+    appender = CsvAppender(out / FLOWS_CSV, flow_columns(spec))
     state = _State(spec, out, appender, None, Progress(0, enabled=False), meta, appender)
     try:
         appender.write(_not_run_rows(state, workloads, reason))
@@ -656,10 +656,12 @@ def _drop_not_run_rows(path: Path, done: set[tuple[str, int, float]]) -> None:
     if not path.exists():
         return
     with open(path, newline="") as fh:
-        rows = [r for r in csv.DictReader(fh)
+        reader = csv.DictReader(fh)
+        rows = [r for r in reader
                 if (r["scheme"], int(r["seed"]), float(r["load"])) in done
                 and r["status"] != NOT_RUN]
-    write_csv(path, FLOW_COLUMNS, rows)
+        columns = list(reader.fieldnames or FLOW_COLUMNS)
+    write_csv(path, columns, rows)
 
 
 def _counter_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
@@ -692,13 +694,30 @@ def is_measured(flow: Flow, low: float, high: float) -> bool:
     return low <= flow.start < high
 
 
+def flow_columns(spec: ExperimentSpec) -> list[str]:
+    """flows.csv's columns: FLOW_COLUMNS, then those of the schemes' transports."""
+    extra: list[str] = []
+    for scheme in spec.schemes:
+        known = registry.lookup(scheme.app)
+        if known is not None and known.transport is not None:
+            extra += [c for c in known.transport.columns
+                      if c not in extra and c not in FLOW_COLUMNS]
+    return FLOW_COLUMNS + extra
+
+
 def flow_rows(spec: ExperimentSpec, scheme: str, seed: int, value: float,
-              flows: list[Flow], result: ReplayResult) -> list[dict[str, Any]]:
-    """flows.csv rows of one run: one per flow, whatever became of it."""
+              flows: list[Flow], result: ReplayResult,
+              transport: Transport | None = None) -> list[dict[str, Any]]:
+    """flows.csv rows of one run: one per flow, whatever became of it (with a scheme
+    transport, its own columns from each flow's result)."""
     low, high = spec.measure_window()
     rows = []
     for f in flows:
         rec = result.records[f.id]
+        own: Mapping[str, Any] = {}
+        if transport is not None and transport.row is not None and rec.get("result"):
+            own = {k: v for k, v in transport.row(rec["result"]).items()
+                   if k in transport.columns}
         rows.append({
             "scheme": scheme, "load": value, "seed": seed, "flow_id": f.id,
             "src": f.src, "dst": f.dst, "size": f.size,
@@ -710,7 +729,7 @@ def flow_rows(spec: ExperimentSpec, scheme: str, seed: int, value: float,
             "retransmits": rec.get("retrans"), "ooo": rec.get("ooo"),
             "segs_in": rec.get("segs_in"), "status": rec.get("status"),
             "measured": is_measured(f, low, high), "late": rec.get("late"),
-            "error": rec.get("error", ""),
+            "error": rec.get("error", ""), **own,
         })
     return rows
 

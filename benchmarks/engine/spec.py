@@ -536,6 +536,11 @@ def _resolve(scheme: Scheme, where: str) -> Scheme:
                                 f"{transport.name}; valid: {', '.join(transport.option_names)}")
     if known is not None and known.transport is not None:
         options = {**known.transport_options, **options}
+        if known.transport.check_options is not None:
+            try:
+                known.transport.check_options(options)
+            except ValueError as exc:
+                raise SpecFileError(join(where, "transport_options"), str(exc)) from None
     return replace(scheme, agents=agents, agents_interval=interval, congestion=congestion,
                    transport_options=options)
 

@@ -78,13 +78,17 @@ def render(summary: Sequence[SummaryRow], baseline: str | None, sweep: str = "lo
     if baseline:
         lines.append(f"mean ± 95% CI across seeds; x ratio to {baseline} "
                      "[95% CI], geometric mean of per-seed ratios")
+    known = {(m, c) for m, c, _label, _scale in ROWS}
+    extra = [(m, c, f"{m} (mean per flow)", 1.0)
+             for m, c in dict.fromkeys((r.metric, r.cls) for r in summary)
+             if c == "all" and (m, c) not in known and m not in ("flows", "failed")]
     for load in loads:
         seeds = max((r.seeds for r in summary if r.load == load and r.metric == "flows"),
                     default=0)
         header = [f"{sweep} = {fmt(load)} ({seeds} seed{'s' if seeds != 1 else ''})",
                   *schemes]
         body = []
-        for metric, cls, label, scale in ROWS:
+        for metric, cls, label, scale in [*ROWS, *extra]:
             cells = []
             present = False
             for scheme in schemes:

@@ -106,23 +106,31 @@ class HostParts:
 class Transport:
     """A transport a scheme's senders use instead of one kernel TCP connection per flow.
 
-    The traffic agents run ``serve(listen)`` (``listen`` = "ip:port", port ``port``) in
-    every host for the whole run, and each TCP flow as the process
+    The traffic agents run ``serve(listen, options)`` (``listen`` = "ip:port", port
+    ``port``) in every host for the whole run, and each TCP flow as the process
     ``send(destination "ip:port", size in bytes, the sending host's addresses, options)``;
     that process's last JSON line on stdout is the flow's result, with at least
     ``fct_ms`` and ``intact`` (and ``delivered``, bytes).  ``prepare(net, host)`` runs once
     per host with several interfaces after the network started (source routing, say).
     ``options`` come from the scheme (:attr:`Scheme.transport_options`) and the
-    experiment file (``transport_options``); ``option_names`` are the valid keys.
+    experiment file (``transport_options``); ``option_names`` are the valid keys and
+    ``check_options(options)`` rejects bad values (``ValueError`` saying why) when the
+    experiment file is read.  ``columns`` are flows.csv columns the transport adds;
+    ``row(result)`` fills them from a flow's result (a cell it leaves out stays empty).
+    A numeric column is averaged per run in the summary; a column of numbers joined by
+    ``;`` (one per subflow, say) is averaged element by element (``<column>_1``, ...).
     """
 
     name: str
     summary: str
     port: int
-    serve: Callable[[str], list[str]]
+    serve: Callable[[str, Mapping[str, Any]], list[str]]
     send: Callable[[str, int, Sequence[str], Mapping[str, Any]], list[str]]
     prepare: Callable[[Any, str], None] | None = None
     option_names: tuple[str, ...] = ()
+    check_options: Callable[[Mapping[str, Any]], None] | None = None
+    columns: tuple[str, ...] = ()
+    row: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
 
 
 # ---------------------------------------------------------------------------- results

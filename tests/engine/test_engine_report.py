@@ -187,3 +187,67 @@ def test_other_baselines_get_their_own_ratio_table(tmp_path: Path) -> None:
     with open(out / "summary.csv", newline="") as fh:
         baselines = {r["baseline"] for r in csv.DictReader(fh)}
     assert baselines == {"ecmp", "single"}
+
+
+def test_size_sweep_table_and_plots_from_a_tiny_fake_result(tmp_path: Path) -> None:
+    """A size sweep (workload ``sizes``, one seed): FCT mean and 95% interval across the
+    flows of each size, change against the baseline, the transport's columns averaged
+    (a ";" list element by element), fct_by_size.csv and the two Fig. 8/9 plots."""
+    from dcnlab.benchmarks.engine.metrics import mean_ci
+
+    out = tmp_path / "sizes"
+    out.mkdir()
+    write_json(out / "meta.json", {
+        "name": "seed003", "status": "complete",
+        "spec": {"baseline": "minrtt", "sweep": "size", "topology": "twopath",
+                 "workload_type": "sizes",
+                 "schemes": [{"name": "minrtt"}, {"name": "cfs"}, {"name": "tcp-path1"}]}})
+    columns = FLOW_COLUMNS + ["dup_bytes", "reorder_peak_bytes", "subflow_bytes"]
+    appender = CsvAppender(out / "flows.csv", columns)
+    rows, fid = [], 0
+    fcts = {"minrtt": [0.10, 0.12, 0.14], "cfs": [0.09, 0.10, 0.11],
+            "tcp-path1": [0.08, 0.08, 0.08]}
+    for size in (65536, 4 << 20):
+        for scheme, values in fcts.items():
+            for i, fct in enumerate(values):
+                row = {"scheme": scheme, "load": size, "seed": 1, "flow_id": fid,
+                       "size": size, "kind": "tcp", "class": "rabbit",
+                       "fct": fct * (1 if size == 65536 else 4), "bytes": size,
+                       "status": "ok", "measured": True, "sched": 2.0 * i}
+                if scheme != "tcp-path1":  # a reference leaves the mp columns empty
+                    dup = 1000 * i if scheme == "cfs" else 0
+                    row.update(dup_bytes=dup, reorder_peak_bytes=10 * i,
+                               subflow_bytes=f"{size - 500};{500 + dup}")
+                rows.append(row)
+                fid += 1
+        rows.append({"scheme": "cfs", "load": size, "seed": 1, "flow_id": fid, "size": size,
+                     "kind": "tcp", "class": "rabbit", "status": "failed",
+                     "measured": True, "error": "not intact", "dup_bytes": 99999})
+        fid += 1
+    appender.write(rows)
+    appender.close()
+    result = report(out)
+    names = {p.name for p in result.files}
+    assert {"fct_by_size.csv", "fct_by_size.png", "fct_change_by_size.png"} <= names
+    assert all(p.stat().st_size > 0 for p in result.files)
+    with open(out / "fct_by_size.csv", newline="") as fh:
+        table = {(float(r["load"]), r["scheme"]): r for r in csv.DictReader(fh)}
+    small = table[(65536.0, "cfs")]
+    m, ci = mean_ci([0.09, 0.10, 0.11])
+    assert float(small["fct_mean_ms"]) == pytest.approx(m * 1e3)
+    assert float(small["fct_ci95_ms"]) == pytest.approx(ci * 1e3)
+    assert float(small["change_pct"]) == pytest.approx(100 * (0.10 / 0.12 - 1))
+    assert (small["n"], small["failed"]) == ("3", "1")  # the failed flow is counted
+    assert float(small["dup_bytes"]) == pytest.approx(1000)  # completed flows only
+    assert float(small["subflow_bytes_2"]) == pytest.approx(1500)
+    assert table[(65536.0, "tcp-path1")]["dup_bytes"] == ""
+    assert float(table[(float(4 << 20), "minrtt")]["change_pct"]) == 0.0
+    assert "FCT across the flows of each size" in result.table
+    import re
+    assert re.search(r"4MB\s+tcp-path1\s+3\s+0\s+320\s+0\s+-33\.3", result.table)
+    # the summary (across seeds) averages the same columns per run
+    with open(out / "summary.csv", newline="") as fh:
+        summary = {(r["scheme"], float(r["load"]), r["metric"]): r
+                   for r in csv.DictReader(fh)}
+    assert float(summary[("cfs", 65536.0, "subflow_bytes_1")]["mean"]) == 65536 - 500
+    assert "dup_bytes (mean per flow)" in result.table

@@ -97,6 +97,97 @@ def test_the_shipped_seed003_experiment_parses() -> None:
     specs = load_specs(path)
     assert len(specs) == 3
     for spec in specs:
-        assert [s.transport_options["scheduler"] for s in spec.schemes] == [
+        mp = [s for s in spec.schemes if s.transport_options.get("mode", "mp") == "mp"]
+        assert [s.transport_options["scheduler"] for s in mp] == [
             "minrtt", "ecf", "blest", "redundant", "cfs"]
+        # the seed's references in the same run: plain TCP on each path, kernel MPTCP
+        assert {s.name: (s.transport_options["mode"], s.transport_options.get("path"))
+                for s in spec.schemes if s not in mp} == {
+            "tcp-path1": ("tcp", 1), "tcp-path2": ("tcp", 2), "kernel-mptcp": ("mptcp", None)}
         assert spec.baseline == "minrtt"
+
+
+def test_transport_columns_come_from_each_flows_result(tmp_path: Path) -> None:
+    """dup_bytes, reorder_peak_bytes and subflow_bytes from dcnlab-mp's result line, in
+    flows.csv's rows (two subflows over loopback; redundant sends every byte twice once
+    both subflows are up, so duplicates >= 0 and the subflows carried >= the size)."""
+    from dcnlab.benchmarks.engine.results import read_flows
+    from dcnlab.benchmarks.engine.runner import flow_columns, flow_rows
+    from dcnlab.benchmarks.engine.spec import parse_spec
+
+    transport = registry.get("cfs").transport
+    assert transport is not None
+    spec = parse_spec(_spec())
+    assert flow_columns(spec)[-3:] == ["dup_bytes", "reorder_peak_bytes", "subflow_bytes"]
+    flows = [Flow(0, "h1", "h2", 1 << 20, 0.0)]
+    result = replay(flows, _hosts(), tmp_path, drain=30.0, transport=transport,
+                    transport_options={"scheduler": "minrtt"})
+    rows = flow_rows(spec, "minrtt", 1, 1 << 20, flows, result, transport)
+    row = rows[0]
+    assert row["status"] == "ok", row
+    assert row["dup_bytes"] == 0  # minRTT never sends a byte twice
+    per_subflow = [int(b) for b in row["subflow_bytes"].split(";")]
+    assert len(per_subflow) == 2 and sum(per_subflow) >= 1 << 20
+    assert row["reorder_peak_bytes"] >= 0
+    # written and read back typed; the summary averages them, element by element
+    from dcnlab.benchmarks.engine.metrics import summarize
+    from dcnlab.benchmarks.engine.results import write_csv
+    write_csv(tmp_path / "flows.csv", flow_columns(spec), rows)
+    back = read_flows(tmp_path / "flows.csv")
+    assert back[0]["dup_bytes"] == 0 and back[0]["subflow_bytes"] == row["subflow_bytes"]
+    summary = {(r.metric, r.cls): r.mean
+               for r in summarize(back, None, ["dup_bytes", "subflow_bytes"])}
+    assert summary[("dup_bytes", "all")] == 0
+    assert summary[("subflow_bytes_1", "all")] + summary[("subflow_bytes_2", "all")] == \
+        sum(per_subflow)
+
+
+@pytest.mark.parametrize("options,proto", [({"mode": "tcp", "path": 2}, "plain-tcp"),
+                                           ({"mode": "mptcp"}, "kernel-mptcp")])
+def test_reference_modes_send_plain_tcp_or_kernel_mptcp(tmp_path: Path, options: dict,
+                                                        proto: str) -> None:
+    """The seed's references through the same transport entry: plain TCP bound to the
+    client's second address, or one kernel MPTCP connection; intact, with no dcnlab-mp
+    columns (their cells stay empty)."""
+    import json
+
+    transport = registry.get("cfs").transport
+    assert transport is not None and transport.row is not None
+    flows = [Flow(0, "h1", "h2", 300_000, 0.0), Flow(1, "h1", "h2", 1 << 20, 0.05)]
+    result = replay(flows, _hosts(), tmp_path, drain=30.0, transport=transport,
+                    transport_options=options)
+    assert result.errors == []
+    for flow in flows:
+        rec = result.records[flow.id]
+        assert rec["status"] == "ok" and rec["bytes"] == flow.size, rec
+        assert rec["result"]["scheduler"] == proto
+        assert transport.row(rec["result"]) == {}
+    plan = json.loads((tmp_path / "plan_h1.json").read_text())
+    argv = plan["flows"][0]["argv"]
+    assert argv[1] == "plain-send"
+    assert argv[argv.index("--via") + 1] == ("127.0.0.3" if "path" in options
+                                             else "127.0.0.1")
+    assert plan["serve"][1] == "plain-serve"
+    assert ("--mptcp" in plan["serve"]) == (options["mode"] == "mptcp")
+
+
+def test_bad_reference_options_are_refused_when_the_file_is_read() -> None:
+    from dcnlab.benchmarks.engine.schema import SpecFileError
+    from dcnlab.benchmarks.engine.spec import parse_spec
+
+    def entry(options: dict) -> dict:
+        return _spec(schemes=[{"name": "x", "app": "cfs", "transport_options": options}])
+
+    with pytest.raises(SpecFileError, match="mode 'udp': one of mp, tcp, mptcp"):
+        parse_spec(entry({"mode": "udp"}))
+    with pytest.raises(SpecFileError, match="path: only with mode tcp"):
+        parse_spec(entry({"path": 2}))
+    with pytest.raises(SpecFileError, match="path 0: the client address's number"):
+        parse_spec(entry({"mode": "tcp", "path": 0}))
+    with pytest.raises(SpecFileError, match="unknown scheduler 'fast'; valid: minrtt"):
+        parse_spec(entry({"scheduler": "fast"}))
+    transport = registry.get("cfs").transport
+    assert transport is not None
+    with pytest.raises(ValueError, match="path 3: the sending host has 2 address"):
+        transport.send("127.0.0.2:5600", 1000, ("127.0.0.1", "127.0.0.3"),
+                       {"mode": "tcp", "path": 3})

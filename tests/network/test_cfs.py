@@ -110,3 +110,48 @@ def test_a_path_taken_down_mid_transfer_loses_nothing(twopath) -> None:
     assert res["intact"] is True and res["delivered"] == 32 << 20, res
     slow = res["subflows"][1]
     assert slow["alive"] is False and "path failed" in slow.get("error", ""), (down, out)
+
+
+def _mptcp_joins(net, host: str) -> int:
+    """MP_JOIN handshakes completed in ``host``'s namespace (MPTcpExt MPJoinAckRx: the
+    server's count of joined subflows)."""
+    text = net.host(host).cmd("cat /proc/net/netstat")
+    lines = [ln.split() for ln in text.splitlines() if ln.startswith("MPTcpExt:")]
+    assert len(lines) == 2, text  # header and values
+    return int(dict(zip(lines[0][1:], lines[1][1:], strict=True))["MPJoinAckRx"])
+
+
+def test_kernel_mptcp_reference_joins_the_second_path(twopath) -> None:
+    """The seed's kernel-MPTCP reference as the experiments run it (mode mptcp): the
+    client's subflow endpoint opens a second subflow over path 2, the transfer is intact
+    (plain-serve's verdict), and plain TCP bound to path 2 reaches the server too."""
+    from dcnlab.schemes.cfs.check import endpoints as ends
+    from dcnlab.schemes.cfs.paths import mptcp_endpoints
+
+    net, client, via, _dst = twopath
+    _client, server = ends(net.spec)
+    mptcp_endpoints(net, client)
+    prefix = ["mnexec", "-a", str(net.host(server).pid)]
+    dst = f"{net.host(server).IP()}:{PORT + 1}"
+    srv = subprocess.Popen(prefix + [mp.binary(), "plain-serve", "--listen", dst,
+                                     "--mptcp", "1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout is not None and "listening" in srv.stdout.readline()
+        before = _mptcp_joins(net, server)
+        cprefix = ["mnexec", "-a", str(net.host(client).pid)]
+        # (32 MB: the join's handshake over path 2 takes ~200 ms after the first one; a
+        # flow of a few MB is over before it, and the server then finds no token)
+        for argv, proto, size in ((["--via", via[0], "--mptcp", "1"], "kernel-mptcp", 32),
+                                  (["--via", via[1]], "plain-tcp", 4)):
+            out = subprocess.run(cprefix + [mp.binary(), "plain-send", "--to", dst, "--size",
+                                            f"{size}MB", *argv],
+                                 capture_output=True, text=True, timeout=120)
+            res = mp.parse_line(out.stdout)
+            assert out.returncode == 0 and res["scheduler"] == proto, (out.stdout, out.stderr)
+            assert res["intact"] is True and res["delivered"] == size << 20, res
+            if proto == "kernel-mptcp":
+                assert _mptcp_joins(net, server) > before
+    finally:
+        srv.terminate()
+        srv.communicate(timeout=10)

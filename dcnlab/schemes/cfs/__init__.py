@@ -12,6 +12,15 @@ invariant: the same 64 KB and 1 MB transfers with minRTT and with CFS, all intac
 In experiments the traffic agents send every TCP flow over ``dcnlab-mp``
 (:data:`TRANSPORT`); ``transport_options: {scheduler: ecf}`` in an experiment's scheme
 entry picks another scheduler (default ``cfs``).
+
+The seed's references run through the same transport entry, so one experiment gives the
+whole table: ``mode: tcp`` sends each flow as one plain kernel TCP connection bound to
+the client's address number ``path`` (1 = its first interface; ``dcnlab-mp plain-send
+--via``), which is what the seed compares against (single-path TCP, none of our
+framing or send-queue limit); ``mode: mptcp`` as one kernel MPTCP connection (default
+scheduler; :func:`.paths.mptcp_endpoints` gives the client one ``subflow`` endpoint per
+further interface).  The receivers are ``dcnlab-mp plain-serve`` (``--mptcp 1``: an
+MPTCP listener) then.  flows.csv gets the transport's :data:`COLUMNS`.
 """
 
 from __future__ import annotations
@@ -22,7 +31,12 @@ from typing import Any
 from ..base import CheckContext, CheckOutcome, Scheme, Transport
 
 TRANSPORT_PORT = 5600
-TRANSPORT_OPTIONS = ("scheduler", "window", "segment", "lowat", "timeout")
+TRANSPORT_OPTIONS = ("scheduler", "window", "segment", "lowat", "timeout", "mode", "path")
+MODES = ("mp", "tcp", "mptcp")  # dcnlab-mp, plain TCP on one path, the kernel's MPTCP
+# flows.csv columns (from the sender's result line): bytes sent more than once, the
+# receiver's reorder-buffer peak, and the payload bytes each subflow carried (";"-joined,
+# in the order of the client's addresses; duplicates included)
+COLUMNS = ("dup_bytes", "reorder_peak_bytes", "subflow_bytes")
 
 
 def _check(ctx: CheckContext) -> CheckOutcome:
@@ -31,29 +45,75 @@ def _check(ctx: CheckContext) -> CheckOutcome:
     return cfs_check(ctx.net, ctx.spec)
 
 
-def _serve(listen: str) -> list[str]:
-    from dcnlab.hosts.mptransport import binary
-
-    return [binary(), "serve", "--listen", listen]
-
-
-def _send(dst: str, size: int, addresses: Sequence[str],
-          options: Mapping[str, Any]) -> list[str]:
-    from dcnlab.hosts.mptransport import send_argv
-
+def _check_options(options: Mapping[str, Any]) -> None:
     unknown = sorted(set(options) - set(TRANSPORT_OPTIONS))
     if unknown:
         raise ValueError(f"unknown dcnlab-mp option(s) {', '.join(unknown)}; valid: "
                          f"{', '.join(TRANSPORT_OPTIONS)}")
-    rest = {k: v for k, v in options.items() if k != "scheduler"}
+    mode = options.get("mode", "mp")
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r}: one of {', '.join(MODES)}")
+    if "path" in options:
+        path = options["path"]
+        if mode != "tcp":
+            raise ValueError("path: only with mode tcp (the one path a plain TCP flow uses)")
+        if not isinstance(path, int) or isinstance(path, bool) or path < 1:
+            raise ValueError(f"path {path!r}: the client address's number, 1 or more")
+    from dcnlab.hosts.mptransport import MpError, check_scheduler
+
+    try:
+        check_scheduler(str(options.get("scheduler", "cfs")))
+    except MpError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _serve(listen: str, options: Mapping[str, Any]) -> list[str]:
+    from dcnlab.hosts.mptransport import binary
+
+    mode = options.get("mode", "mp")
+    if mode == "mp":
+        return [binary(), "serve", "--listen", listen]
+    return [binary(), "plain-serve", "--listen", listen,
+            *(["--mptcp", "1"] if mode == "mptcp" else [])]
+
+
+def _send(dst: str, size: int, addresses: Sequence[str],
+          options: Mapping[str, Any]) -> list[str]:
+    from dcnlab.hosts.mptransport import binary, send_argv
+
+    _check_options(options)
+    mode = options.get("mode", "mp")
+    if mode != "mp":
+        path = int(options.get("path", 1))
+        if path > len(addresses):
+            raise ValueError(f"path {path}: the sending host has {len(addresses)} "
+                             "address(es)")
+        return [binary(), "plain-send", "--to", dst, "--size", str(size),
+                "--via", addresses[path - 1], *(["--mptcp", "1"] if mode == "mptcp" else [])]
+    rest = {k: v for k, v in options.items() if k not in ("scheduler", "mode")}
     return send_argv([dst], size, str(options.get("scheduler", "cfs")), via=addresses,
                      **rest)
 
 
+def _row(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`COLUMNS` of one flow from its sender's JSON line (plain TCP and kernel
+    MPTCP report none of them: their cells stay empty)."""
+    out: dict[str, Any] = {}
+    if "dup_bytes" in result:
+        out["dup_bytes"] = int(result["dup_bytes"])
+    if "peak_reorder_bytes" in result:
+        out["reorder_peak_bytes"] = int(result["peak_reorder_bytes"])
+    subflows = result.get("subflows")
+    if isinstance(subflows, list) and subflows:
+        out["subflow_bytes"] = ";".join(str(int(s.get("bytes", 0))) for s in subflows)
+    return out
+
+
 def _prepare(net: Any, host: str) -> None:
-    from .paths import source_routing
+    from .paths import mptcp_endpoints, source_routing
 
     source_routing(net, host)
+    mptcp_endpoints(net, host)
 
 
 TRANSPORT = Transport(
@@ -65,6 +125,9 @@ TRANSPORT = Transport(
     send=_send,
     prepare=_prepare,
     option_names=TRANSPORT_OPTIONS,
+    check_options=_check_options,
+    columns=COLUMNS,
+    row=_row,
 )
 
 SCHEMES = [

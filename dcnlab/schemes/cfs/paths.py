@@ -55,3 +55,17 @@ def kernel_mptcp(net: Any, client: str, server: str) -> None:
         out = net.host(host).cmd("; ".join(lines) + "; echo done")
         if not out.strip().endswith("done") or "rror" in out or "Cannot" in out:
             raise RuntimeError(f"MPTCP set-up in {host} failed: {out.strip()}")
+
+
+def mptcp_endpoints(net: Any, host: str) -> None:
+    """The kernel's MPTCP in a multi-homed ``host``: one ``subflow`` endpoint per further
+    interface (its first address opens the connection), so an MPTCP connection from it
+    uses every path; the peer's defaults (2 subflows accepted) suffice.  Plain TCP and
+    dcnlab-mp's subflows are not MPTCP sockets and are not affected."""
+    cmds = ["sysctl -qw net.mptcp.enabled=1", "ip mptcp endpoint flush"]
+    for index, iface in enumerate(net.spec.host(host).interfaces[1:], start=1):
+        cmds.append(f"ip mptcp endpoint add {iface.ip} dev {interface(net, host, index)} "
+                    "subflow")
+    out = net.host(host).cmd("; ".join(cmds) + "; echo done")
+    if not out.strip().endswith("done") or "rror" in out or "Cannot" in out:
+        raise RuntimeError(f"MPTCP endpoints in {host} failed: {out.strip()}")

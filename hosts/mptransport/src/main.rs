@@ -232,7 +232,7 @@ fn cmd_plain_send(argv: &[String]) -> Result<bool, String> {
     let mut sent = 0u64;
     let mut filled = 0usize;
     let mut pos = 0usize;
-    let res = (|| -> Result<(), String> {
+    let res = (|| -> Result<Vec<u8>, String> {
         net::poll(&mut pfd, 10_000).map_err(|e| e.to_string())?;
         net::so_error(fd).map_err(|e| format!("connect: {e}"))?;
         while sent < size {
@@ -249,27 +249,57 @@ fn cmd_plain_send(argv: &[String]) -> Result<bool, String> {
             sent += n as u64;
         }
         net::shutdown_write(fd);
-        // the receiver closes after reading everything: the FCT ends there
+        // the receiver answers with its verdict after reading everything, then closes:
+        // the FCT ends there
         pfd[0].events = libc::POLLIN;
+        let mut reply = Vec::new();
         loop {
             net::poll(&mut pfd, 10_000).map_err(|e| e.to_string())?;
             match net::read(fd, &mut buf) {
-                Ok(Some(0)) | Err(_) => return Ok(()),
-                _ => {}
+                Ok(Some(0)) | Err(_) => return Ok(reply),
+                Ok(Some(n)) => reply.extend_from_slice(&buf[..n]),
+                Ok(None) => {}
             }
         }
     })();
     net::close(fd);
-    res?;
+    let reply = res?;
     let secs = start.elapsed().as_secs_f64();
+    let (intact, delivered) = parse_verdict(&reply)?;
+    let intact = intact && delivered == size;
     println!(
-        "{{\"role\":\"sender\",\"scheduler\":\"{}\",\"size\":{size},\"fct_ms\":{:.3},\"goodput_mbps\":{:.3},\"cpu_s\":{:.4}}}",
+        "{{\"role\":\"sender\",\"scheduler\":\"{}\",\"size\":{size},\"fct_ms\":{:.3},\"goodput_mbps\":{:.3},\"intact\":{intact},\"delivered\":{delivered},\"cpu_s\":{:.4}}}",
         if proto == 0 { "plain-tcp" } else { "kernel-mptcp" },
         secs * 1e3,
         size as f64 * 8.0 / secs / 1e6,
         net::cpu_seconds() - cpu0
     );
-    Ok(true)
+    Ok(intact)
+}
+
+/// plain-serve's verdict, the last bytes it sends before closing: intact u8 (1 or 0),
+/// bytes received u64 (big-endian).
+const VERDICT_LEN: usize = 9;
+
+fn verdict(intact: bool, got: u64) -> [u8; VERDICT_LEN] {
+    let mut v = [0u8; VERDICT_LEN];
+    v[0] = u8::from(intact);
+    v[1..].copy_from_slice(&got.to_be_bytes());
+    v
+}
+
+fn parse_verdict(reply: &[u8]) -> Result<(bool, u64), String> {
+    if reply.len() != VERDICT_LEN || reply[0] > 1 {
+        return Err(format!(
+            "plain-serve's verdict: {} bytes {:02x?}, expected {VERDICT_LEN} (intact u8, \
+             received u64)",
+            reply.len(),
+            &reply[..reply.len().min(16)]
+        ));
+    }
+    let mut got = [0u8; 8];
+    got.copy_from_slice(&reply[1..]);
+    Ok((reply[0] == 1, u64::from_be_bytes(got)))
 }
 
 fn cmd_plain_serve(argv: &[String]) -> Result<bool, String> {
@@ -317,6 +347,20 @@ fn cmd_plain_serve(argv: &[String]) -> Result<bool, String> {
                 }
             }
         }
+        let v = verdict(intact, got);
+        let mut off = 0;
+        p[0].events = libc::POLLOUT;
+        while off < v.len() {
+            match net::write(fd, &v[off..]) {
+                Ok(0) => {
+                    if net::poll(&mut p, 1000).is_err() {
+                        break;
+                    }
+                }
+                Ok(n) => off += n,
+                Err(_) => break, // the sender went away: it learns nothing, we log
+            }
+        }
         net::close(fd);
         println!("{{\"role\":\"receiver\",\"bytes\":{got},\"intact\":{intact}}}");
         ok &= intact;
@@ -357,5 +401,22 @@ fn main() -> ExitCode {
             eprintln!("dcnlab-mp: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdict_round_trips_and_bad_replies_are_errors() {
+        assert_eq!(parse_verdict(&verdict(true, 65536)).unwrap(), (true, 65536));
+        assert_eq!(parse_verdict(&verdict(false, 7)).unwrap(), (false, 7));
+        // nothing (a peer that closed without a verdict), too long, a bad flag
+        assert!(parse_verdict(&[]).is_err());
+        assert!(parse_verdict(&[1u8; 10]).is_err());
+        let mut bad = verdict(true, 1);
+        bad[0] = 2;
+        assert!(parse_verdict(&bad).unwrap_err().contains("verdict"));
     }
 }

@@ -148,6 +148,8 @@ struct Subflow {
     bytes: u64,
     dup_bytes: u64,
     error: Option<String>,
+    /// closed by the receiver at the end of a complete transfer (not a failure)
+    ended: bool,
 }
 
 impl Subflow {
@@ -361,6 +363,7 @@ pub fn send(cfg: &SendConfig) -> Result<Report, String> {
             bytes: 0,
             dup_bytes: 0,
             error: None,
+            ended: false,
         });
     }
     let result = run(cfg, &mut *sched, &mut subs, start);
@@ -378,13 +381,22 @@ pub fn send(cfg: &SendConfig) -> Result<Report, String> {
             dst: s.dst.to_string(),
             bytes: s.bytes,
             dup_bytes: s.dup_bytes,
-            alive: s.alive,
+            alive: s.alive || s.ended,
             srtt_us: s.info.rtt,
             total_retrans: s.info.total_retrans,
             error: s.error.clone(),
         })
         .collect();
     Ok(rep)
+}
+
+/// A subflow the receiver closed after the whole transfer was acknowledged.
+fn end(s: &mut Subflow) {
+    if s.alive {
+        s.alive = false;
+        s.ended = true;
+        net::close(s.fd);
+    }
 }
 
 fn kill(s: &mut Subflow, why: String) {
@@ -430,7 +442,15 @@ fn run(
             }
         }
         if subs.iter().all(|s| !s.alive) {
-            let why: Vec<String> = subs.iter().filter_map(|s| s.error.clone()).collect();
+            let why: Vec<String> = subs
+                .iter()
+                .filter_map(|s| {
+                    s.error.clone().or_else(|| {
+                        s.ended
+                            .then(|| "closed by the receiver after FIN, no FIN_ACK".to_string())
+                    })
+                })
+                .collect();
             return Err(format!(
                 "every subflow failed ({} of {} bytes data-acked): {}",
                 st.acked,
@@ -624,7 +644,12 @@ fn run(
                     }
                 }
                 if let Some(why) = eof {
-                    if fin.is_none() {
+                    if fin.is_none() && fin_sent_at.is_some() && why.starts_with("closed") {
+                        // everything was data-acked and FIN sent: the receiver closes
+                        // every subflow once it answered on one of them (the FIN_ACK may
+                        // be on its way on another): the normal end, not a failure
+                        end(s);
+                    } else if fin.is_none() {
                         kill(s, why);
                     }
                 }
