@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import controller_stats, fairness, netstats, plots
+from . import controller_stats, fairness, netstats, pathdiag, plots
 from .metrics import SummaryRow, summarize
 from .results import (
     FLOWS_CSV,
@@ -66,11 +66,12 @@ def _report_one(out: Path) -> ReportResult:
     net_rows = netstats.refresh_flow_columns(netstats.read_rows(out / netstats.NETWORK_CSV),
                                              rows)
     net_summary = netstats.summarize(net_rows, baseline)
+    path_summary = pathdiag.summarize(_read_csv(out / pathdiag.PATHS_CSV), baseline)
     others = [b for b in spec.get("other_baselines") or [] if b in seen and b != baseline]
     also = {b: summarize(rows, b) for b in others}
     write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, [
         *({**r.as_dict(), "baseline": baseline or ""}
-          for r in [*summary, *fair_summary, *net_summary]),
+          for r in [*summary, *fair_summary, *net_summary, *path_summary]),
         *({**r.as_dict(), "baseline": b} for b, rows_b in also.items() for r in rows_b)])
     name = meta.get("name", out.name)
     if meta.get("scenario"):
@@ -89,9 +90,13 @@ def _report_one(out: Path) -> ReportResult:
     net_text = netstats.render(net_summary, schemes, baseline, sweep)
     if net_text:
         table += "\n" + net_text
+    path_text = pathdiag.render(path_summary, schemes, sweep)
+    if path_text:
+        table += "\n" + path_text
     (out / SUMMARY_TXT).write_text(table)
     files = [out / SUMMARY_CSV, out / SUMMARY_TXT]
     files += plots.render_all(rows, summary, out / PLOTS_DIR, sweep, schemes)
+    files += pathdiag.plot(rows, out / PLOTS_DIR, sweep, schemes)
     if fair_rows:
         files += plots.fairness_plots(_read_csv(out / fairness.SERIES_CSV), fair_summary,
                                       out / PLOTS_DIR, sweep, schemes)

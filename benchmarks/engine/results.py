@@ -36,7 +36,8 @@ from typing import Any
 FLOW_COLUMNS = [
     "scheme", "load", "seed", "flow_id", "src", "dst", "size", "class", "kind", "tag",
     "sport", "dscp", "sched", "start", "end", "fct", "bytes", "retransmits", "ooo",
-    "segs_in", "status", "measured", "late", "error",
+    "segs_in", "reord_seen", "dsack_dups", "reordering", "status", "measured", "late",
+    "error",
 ]
 WORKLOAD_COLUMNS = ["seed", "load", "flow_id", "src", "dst", "size", "start", "kind", "stop",
                     "rate_mbit", "sport", "dscp", "tag"]
@@ -46,7 +47,7 @@ SUMMARY_COLUMNS = ["scheme", "load", "metric", "class", "seeds", "mean", "ci95",
                    "ratio_low95", "ratio_high95", "baseline"]  # what the ratio refers to
 
 _INT_COLUMNS = {"seed", "flow_id", "size", "sport", "dscp", "bytes", "retransmits", "ooo",
-                "segs_in"}
+                "segs_in", "reord_seen", "dsack_dups", "reordering"}
 _FLOAT_COLUMNS = {"load", "sched", "start", "end", "fct", "late"}
 
 FLOWS_CSV = "flows.csv"
