@@ -9,6 +9,8 @@
                         every scheme by construction
       flows.csv         one row per flow, scheme and seed (FLOW_COLUMNS); appended after
                         each run, so an interrupted experiment keeps what it measured
+      paths.csv         per run: parallel up ports' byte split and queue difference, the
+                        hosts' TcpExt reordering/undo counters (pathdiag.py)
       samples.csv       RTT/cwnd samples, if agent.sample_interval > 0
       controller.csv    per run: the app's counter deltas and per-flow table size
                         (controller_stats.py)
