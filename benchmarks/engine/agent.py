@@ -87,6 +87,14 @@ def _now() -> float:
     return time.monotonic()
 
 
+def reorder_fields(info: TcpInfo) -> dict[str, int | None]:
+    """The sender's reordering diagnosis at the flow's end: reordering events it detected
+    (tcpi_reord_seen), retransmissions the receiver reported as duplicates (DSACK:
+    spurious ones, tcpi_dsack_dups) and its reordering threshold (tcpi_reordering)."""
+    return {"reord_seen": info.reord_seen, "dsack_dups": info.dsack_dups,
+            "reordering": info.reordering}
+
+
 def lowat_for(rcvbuf: int, remaining: int | None) -> int:
     """The receiver's SO_RCVLOWAT: RCV_LOWAT at most, a 1/LOWAT_BUFFER_SHARE share of the
     receive buffer at most (see TcpReceiver.set_lowat), the flow's rest at most, >= 1."""
@@ -265,7 +273,8 @@ class TcpSender:
         if info is not None:
             row.update(retrans=info.total_retrans, rtt_us=info.rtt_us,
                        min_rtt_us=info.min_rtt_us, bytes_acked=info.bytes_acked,
-                       bytes_retrans=info.bytes_retrans, cwnd=info.snd_cwnd)
+                       bytes_retrans=info.bytes_retrans, cwnd=info.snd_cwnd,
+                       **reorder_fields(info))
             if "bytes" not in rx and info.bytes_acked is not None:
                 # Without an answer, what the receiver acknowledged is what it got
                 # (minus our header).

@@ -14,9 +14,12 @@ memory.  Definitions:
   (100 * out-of-order packets / data segments received, pooled over the class's TCP
   flows; the receiver's ``tcpi_rcv_ooopack`` counts every segment that lands above a
   hole, so segments after a loss count too -- single-path forwarding shows a few
-  percent under loss, packet spraying adds true reordering on top), ``flows`` and
-  ``failed`` counts (failed = any status other than ok: failures are counted, never
-  dropped).
+  percent under loss, packet spraying adds true reordering on top), per-flow
+  diagnosis means per class over the TCP flows that report them (``retrans``: the
+  sender's tcpi_total_retrans; ``reord_seen``: reordering events it detected;
+  ``dsack_dups``: its retransmissions the receiver reported as duplicates (DSACK), i.e.
+  spurious ones; see agent.reorder_fields), ``flows`` and ``failed`` counts (failed =
+  any status other than ok: failures are counted, never dropped).
 - across seeds: mean and a 95% Student-t confidence interval (half-width
   ``t(0.975, n-1) * sd / sqrt(n)``; undefined for one seed).
 - ratio to the baseline (ECMP): per seed ``r = scheme / baseline`` on the same seed (the
@@ -49,6 +52,9 @@ CONFIDENCE = 0.95
 # (metric, class) pairs of the summary, in table order.  Counts get no ratio.
 FCT_METRICS = ("fct_mean", "fct_p50", "fct_p99")
 COUNT_METRICS = ("flows", "failed")
+# Per-flow diagnosis means: summary metric -> flows.csv column.
+DIAG_METRICS = {"retrans": "retransmits", "reord_seen": "reord_seen",
+                "dsack_dups": "dsack_dups"}
 
 
 def size_class(size: int, kind: str, mouse_max: int, elephant_min: int) -> str:
@@ -151,6 +157,9 @@ def run_metrics(rows: Iterable[Mapping[str, Any]], extra: Sequence[str] = ()
         out[("fct_p50", cls)] = percentile(done, 50)
         out[("fct_p99", cls)] = percentile(done, 99)
         out[("ooo_pct", cls)] = _ooo_pct(members)
+        for metric, column in DIAG_METRICS.items():
+            out[(metric, cls)] = mean([float(r[column]) for r in members
+                                       if _num(r.get(column)) and r.get("kind") != "udp"])
     elephants = [r for r in by_class.get("elephant", []) if r["status"] == OK]
     out[("tput_mbps", "elephant")] = mean([throughput_mbps(r) for r in elephants])
     out[("ooo_pct", "all")] = _ooo_pct([r for cls in CLASSES for r in by_class.get(cls, [])])

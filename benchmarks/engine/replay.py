@@ -41,6 +41,8 @@ START_DELAY = 0.5  # seconds between "start" and T0: every agent must have read 
 STOP_TIMEOUT = 10.0
 HALT_TIMEOUT = 10.0  # for every agent to abort its senders before any receiver stops
 STDERR_TAIL = 15
+# The sender's reordering diagnosis (agent.reorder_fields), carried into flows.csv as is.
+REORDER_KEYS = ("reord_seen", "dsack_dups", "reordering")
 RX_PREFIX = "rx_"  # rx_<host>.jsonl: receiver byte counts per flow (rx_interval > 0)
 
 
@@ -405,6 +407,7 @@ def merge_records(rows: list[dict[str, Any]], flows: list[Flow],
             "retrans": t.get("retrans"), "rtt_us": t.get("rtt_us"),
             "min_rtt_us": t.get("min_rtt_us"),
             "result": t.get("result"),  # a scheme transport's own result line
+            **{k: t.get(k) for k in REORDER_KEYS},
         }
         if flow.kind == "udp":
             rec.update(bytes=r.get("bytes", 0), ooo=r.get("ooo", 0), segs_in=r.get("pkts", 0),

@@ -7,7 +7,16 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import controller_stats, fairness, figures, netstats, plots, sizes, switch_stats
+from . import (
+    controller_stats,
+    fairness,
+    figures,
+    netstats,
+    pathdiag,
+    plots,
+    sizes,
+    switch_stats,
+)
 from .metrics import SummaryRow, summarize
 from .results import (
     FLOWS_CSV,
@@ -69,11 +78,12 @@ def _report_one(out: Path) -> ReportResult:
                                              rows)
     net_summary = netstats.summarize(net_rows, baseline)
     switch_summary = switch_stats.summarize(_read_csv(out / switch_stats.SWITCH_CSV))
+    path_summary = pathdiag.summarize(_read_csv(out / pathdiag.PATHS_CSV), baseline)
     others = [b for b in spec.get("other_baselines") or [] if b in seen and b != baseline]
     also = {b: summarize(rows, b, extra) for b in others}
     write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, [
         *({**r.as_dict(), "baseline": baseline or ""}
-          for r in [*summary, *fair_summary, *net_summary, *switch_summary]),
+          for r in [*summary, *fair_summary, *net_summary, *switch_summary, *path_summary]),
         *({**r.as_dict(), "baseline": b} for b, rows_b in also.items() for r in rows_b)])
     name = meta.get("name", out.name)
     if meta.get("scenario"):
@@ -103,6 +113,9 @@ def _report_one(out: Path) -> ReportResult:
         if sweep == sizes.SWEEP else []
     if size_stats:
         table += "\n" + sizes.render(size_stats, baseline)
+    path_text = pathdiag.render(path_summary, schemes, sweep)
+    if path_text:
+        table += "\n" + path_text
     (out / SUMMARY_TXT).write_text(table)
     files = [out / SUMMARY_CSV, out / SUMMARY_TXT, *rank_files]
     files += plots.render_all(rows, summary, out / PLOTS_DIR, sweep, schemes)
@@ -112,6 +125,7 @@ def _report_one(out: Path) -> ReportResult:
     if size_stats:
         files.append(sizes.write(out, size_stats))
         files += sizes.plots(size_stats, out / PLOTS_DIR, schemes, baseline)
+    files += pathdiag.plot(rows, out / PLOTS_DIR, sweep, schemes)
     if fair_rows:
         files += plots.fairness_plots(_read_csv(out / fairness.SERIES_CSV), fair_summary,
                                       out / PLOTS_DIR, sweep, schemes)

@@ -10,6 +10,8 @@
       flows.csv         one row per flow, scheme and seed (FLOW_COLUMNS, then the
                         columns of the schemes' transports); appended after each run, so
                         an interrupted experiment keeps what it measured
+      paths.csv         per run: parallel up ports' byte split and queue difference, the
+                        hosts' TcpExt reordering/undo counters (pathdiag.py)
       samples.csv       RTT/cwnd samples, if agent.sample_interval > 0
       controller.csv    per run: the app's counter deltas and per-flow table size
                         (controller_stats.py)
@@ -37,7 +39,8 @@ from typing import Any
 FLOW_COLUMNS = [
     "scheme", "load", "seed", "flow_id", "src", "dst", "size", "class", "kind", "tag",
     "sport", "dscp", "sched", "start", "end", "fct", "bytes", "retransmits", "ooo",
-    "segs_in", "status", "measured", "late", "error",
+    "segs_in", "reord_seen", "dsack_dups", "reordering", "status", "measured", "late",
+    "error",
 ]
 WORKLOAD_COLUMNS = ["seed", "load", "flow_id", "src", "dst", "size", "start", "kind", "stop",
                     "rate_mbit", "sport", "dscp", "tag"]
@@ -47,7 +50,7 @@ SUMMARY_COLUMNS = ["scheme", "load", "metric", "class", "seeds", "mean", "ci95",
                    "ratio_low95", "ratio_high95", "baseline"]  # what the ratio refers to
 
 _INT_COLUMNS = {"seed", "flow_id", "size", "sport", "dscp", "bytes", "retransmits", "ooo",
-                "segs_in"}
+                "segs_in", "reord_seen", "dsack_dups", "reordering"}
 _FLOAT_COLUMNS = {"load", "sched", "start", "end", "fct", "late"}
 
 FLOWS_CSV = "flows.csv"

@@ -47,7 +47,7 @@ from dcnlab.hosts import dctcp
 from dcnlab.schemes import registry
 from dcnlab.schemes.base import HostPartsError, HostSession, Transport
 
-from . import controller_stats, environment, fairness, netstats, switch_stats
+from . import controller_stats, environment, fairness, netstats, pathdiag, switch_stats
 from .marking import assign_marks
 from .metrics import size_class
 from .progress import Progress
@@ -125,6 +125,7 @@ class _State:
     switch_csv: CsvAppender | None = None  # switch_stats.COLUMNS, one row per run
     fairness_csv: CsvAppender | None = None  # fairness.COLUMNS, one row per run
     series_csv: CsvAppender | None = None  # fairness.SERIES_COLUMNS, one row per period
+    paths_csv: CsvAppender | None = None  # pathdiag.COLUMNS, one row per run
     rows: int = 0
     not_ok: int = 0
     runs: int = 0
@@ -231,6 +232,7 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
                                controller_stats.COLUMNS))
     state.network_csv = CsvAppender(out / netstats.NETWORK_CSV, netstats.COLUMNS)
     state.switch_csv = CsvAppender(out / switch_stats.SWITCH_CSV, switch_stats.COLUMNS)
+    state.paths_csv = CsvAppender(out / pathdiag.PATHS_CSV, pathdiag.COLUMNS)
     if (spec.agent.rx_interval or 0) > 0:
         state.fairness_csv = CsvAppender(out / fairness.FAIRNESS_CSV, fairness.COLUMNS)
         state.series_csv = CsvAppender(out / fairness.SERIES_CSV, fairness.SERIES_COLUMNS)
@@ -489,6 +491,7 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     drops_before = _drops(net)
     ports_before = _quietly(lambda: netstats.port_snapshot(net), {})
     rtos_before = _quietly(lambda: netstats.host_timeouts(net), None)
+    paths_before = _paths_before(net)
     app_before = controller_stats.snapshot(net)
     hosts_before = agents.counters(net) if agents else None
     began = time.monotonic()
@@ -508,6 +511,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     drops_after = _drops(net)
     ports_after = _quietly(lambda: netstats.port_snapshot(net, after=wall_ended), {})
     rtos_after = _quietly(lambda: netstats.host_timeouts(net), None)
+    if state.paths_csv is not None:
+        state.paths_csv.write([_paths_row(net, scheme.name, value, seed, paths_before)])
     app = controller_stats.run_stats(app_before, controller_stats.snapshot(net),
                                      wall_began, wall_ended, scheme.app)
     state.controller_csv.write([{"scheme": scheme.name, "load": value, "seed": seed, **app}])
@@ -727,7 +732,9 @@ def flow_rows(spec: ExperimentSpec, scheme: str, seed: int, value: float,
             "sched": f.start, "start": rec.get("start"), "end": rec.get("end"),
             "fct": rec.get("fct"), "bytes": rec.get("bytes"),
             "retransmits": rec.get("retrans"), "ooo": rec.get("ooo"),
-            "segs_in": rec.get("segs_in"), "status": rec.get("status"),
+            "segs_in": rec.get("segs_in"), "reord_seen": rec.get("reord_seen"),
+            "dsack_dups": rec.get("dsack_dups"), "reordering": rec.get("reordering"),
+            "status": rec.get("status"),
             "measured": is_measured(f, low, high), "late": rec.get("late"),
             "error": rec.get("error", ""), **own,
         })
@@ -743,6 +750,22 @@ def _samples(run_dir: Path, scheme: str, seed: int, value: float) -> Iterator[di
                 continue
             yield {"scheme": scheme, "load": value, "seed": seed,
                    "flow_id": sample.get("id"), **sample}
+
+
+def _paths_before(net: Any) -> tuple[dict[str, int], dict[str, int] | None]:
+    """Where the switches' stats files end and the hosts' TCP counters, before a run."""
+    return (_quietly(lambda: pathdiag.stats_offsets(net), {}),
+            _quietly(lambda: pathdiag.host_counters(net), None))
+
+
+def _paths_row(net: Any, scheme: str, value: float, seed: int,
+               before: tuple[dict[str, int], dict[str, int] | None]) -> dict[str, Any]:
+    """paths.csv's row of a run (pathdiag.py); informative, never fatal."""
+    offsets, counters = before
+    figures = _quietly(lambda: pathdiag.path_figures(
+        pathdiag.topology_ups(net), pathdiag.stats_lines(net, offsets)), {})
+    return pathdiag.run_row(scheme, value, seed, figures, counters,
+                            _quietly(lambda: pathdiag.host_counters(net), None))
 
 
 def _drops(net: Any) -> dict[str, int] | None:

@@ -29,6 +29,12 @@ ROWS += [
 ]
 for _cls in CLASSES:
     ROWS.append(("ooo_pct", _cls, f"  {_cls} out-of-order (%)", 1.0))
+for _cls in CLASSES:  # per-flow means of the senders' tcp_info at the flow's end
+    ROWS += [
+        ("retrans", _cls, f"{_cls} retransmits / flow", 1.0),
+        ("reord_seen", _cls, f"{_cls} reorder events / flow", 1.0),
+        ("dsack_dups", _cls, f"{_cls} spurious rtx (DSACK) / flow", 1.0),
+    ]
 
 
 def fmt(value: float) -> str:

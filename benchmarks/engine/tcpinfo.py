@@ -87,12 +87,15 @@ class TcpInfo:
     snd_cwnd: int
     snd_mss: int
     total_retrans: int
+    reordering: int  # the sender's current reordering threshold (segments; sysctl
+    # tcp_reordering at start, raised by detected reordering up to tcp_max_reordering)
     bytes_acked: int | None
     bytes_received: int | None
     data_segs_in: int | None
     data_segs_out: int | None
     bytes_retrans: int | None
-    reord_seen: int | None
+    reord_seen: int | None  # reordering events the sender detected (4.19+)
+    dsack_dups: int | None  # DSACKed segments: retransmissions that were spurious (4.19+)
     rcv_ooopack: int | None  # out-of-order segments queued by the receiver (5.4+)
 
 
@@ -120,12 +123,14 @@ def decode(raw: bytes) -> TcpInfo:
         snd_cwnd=st.tcpi_snd_cwnd,
         snd_mss=st.tcpi_snd_mss,
         total_retrans=st.tcpi_total_retrans,
+        reordering=st.tcpi_reordering,
         bytes_acked=opt("tcpi_bytes_acked"),
         bytes_received=opt("tcpi_bytes_received"),
         data_segs_in=opt("tcpi_data_segs_in"),
         data_segs_out=opt("tcpi_data_segs_out"),
         bytes_retrans=opt("tcpi_bytes_retrans"),
         reord_seen=opt("tcpi_reord_seen"),
+        dsack_dups=opt("tcpi_dsack_dups"),
         rcv_ooopack=opt("tcpi_rcv_ooopack"),
     )
 

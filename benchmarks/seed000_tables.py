@@ -1,0 +1,151 @@
+"""Seed 000's result tables from the summaries of seed000.yaml and seed000_sweep.yaml.
+
+    python -m dcnlab.benchmarks.seed000_tables results/seed000 [results/seed000_sweep]
+
+Reads each scenario's ``summary.csv`` (written by ``dcnlab run``/``dcnlab report``) and
+prints, for seed000.yaml, per scenario and sweep value the spray scheme's ratios to ECMP
+and to single path (short-flow FCT, long-flow throughput) with their 95% intervals and its
+out-of-order share; for the sweep, per setting the long-flow throughput of every scheme,
+spray's ratios, and the diagnosis (retransmissions, spurious ones, cwnd reductions and how
+many were undone, drops, bottleneck queue). These are the tables of seed000.yaml's header.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+SPRAY, ECMP, SINGLE = "spray", "ecmp", "single"
+Key = tuple[str, float, str, str, str]  # scheme, load, metric, class, baseline
+
+
+def read_summary(path: Path) -> dict[Key, dict[str, float]]:
+    """summary.csv as {(scheme, load, metric, class, baseline): {mean, ci95, ratio, low,
+    high}}; empty cells are nan."""
+    if not path.is_file():
+        raise SystemExit(f"{path} does not exist: run the experiment (or dcnlab report) first")
+    out: dict[Key, dict[str, float]] = {}
+    with open(path, newline="") as fh:
+        for r in csv.DictReader(fh):
+            key = (r["scheme"], float(r["load"]), r["metric"], r["class"], r["baseline"])
+            out[key] = {k: _num(r[c]) for k, c in (("mean", "mean"), ("ci", "ci95"),
+                                                  ("ratio", "ratio"),
+                                                  ("low", "ratio_low95"),
+                                                  ("high", "ratio_high95"))}
+    return out
+
+
+def _num(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def ratio(s: Mapping[Key, Mapping[str, float]], scheme: str, load: float, metric: str,
+          cls: str, baseline: str) -> str:
+    """``x0.88 [0.70-1.12]`` or ``-``."""
+    row = s.get((scheme, load, metric, cls, baseline))
+    if row is None or not math.isfinite(row["ratio"]):
+        return "-"
+    text = f"x{row['ratio']:.2f}"
+    if math.isfinite(row["low"]):
+        text += f" [{row['low']:.2f}-{row['high']:.2f}]"
+    return text
+
+
+def mean(s: Mapping[Key, Mapping[str, float]], scheme: str, load: float, metric: str,
+         cls: str, digits: int = 1) -> str:
+    for baseline in (ECMP, ""):
+        row = s.get((scheme, load, metric, cls, baseline))
+        if row is not None and math.isfinite(row["mean"]):
+            return f"{row['mean']:.{digits}f}"
+    return "-"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+              for r in rows]
+    return "\n".join(lines)
+
+
+def main_table(s: Mapping[Key, Mapping[str, float]]) -> str:
+    """Spray against ECMP and single path, per sweep value."""
+    loads = sorted({k[1] for k in s if k[0] == SPRAY})
+    rows = []
+    for load in loads:
+        rows.append([
+            f"{load:g}",
+            ratio(s, SPRAY, load, "fct_mean", "rabbit", ECMP),
+            ratio(s, SPRAY, load, "fct_mean", "rabbit", SINGLE),
+            ratio(s, SPRAY, load, "tput_mbps", "elephant", ECMP),
+            ratio(s, SPRAY, load, "tput_mbps", "elephant", SINGLE),
+            mean(s, SPRAY, load, "ooo_pct", "rabbit"),
+            mean(s, SPRAY, load, "ooo_pct", "elephant"),
+        ])
+    return _table(["long", "short FCT /ecmp", "short FCT /single", "long tput /ecmp",
+                   "long tput /single", "short ooo%", "long ooo%"], rows)
+
+
+def sweep_table(settings: Mapping[str, Mapping[Key, Mapping[str, float]]]) -> str:
+    """Per setting (scenario): long-flow throughput, spray's ratios and the diagnosis."""
+    rows = []
+    for name, s in settings.items():
+        loads = sorted({k[1] for k in s if k[0] == SPRAY})
+        for load in loads:
+            tag = name if len(loads) == 1 else f"{name} {load:g}"
+            rows.append([
+                tag,
+                *(mean(s, x, load, "tput_mbps", "elephant") for x in (SINGLE, ECMP, SPRAY)),
+                ratio(s, SPRAY, load, "tput_mbps", "elephant", ECMP),
+                ratio(s, SPRAY, load, "tput_mbps", "elephant", SINGLE),
+                ratio(s, SPRAY, load, "fct_mean", "rabbit", ECMP),
+                mean(s, SPRAY, load, "ooo_pct", "elephant", 0),
+                mean(s, SPRAY, load, "reord_seen", "elephant", 0),
+                mean(s, SPRAY, load, "retrans", "elephant", 0) + "/"
+                + mean(s, SPRAY, load, "dsack_dups", "elephant", 0),
+                mean(s, SPRAY, load, "recoveries", "path", 0) + "/"
+                + mean(s, SPRAY, load, "undos", "path", 0),
+                mean(s, ECMP, load, "recoveries", "path", 0) + "/"
+                + mean(s, ECMP, load, "undos", "path", 0),
+                mean(s, SPRAY, load, "drops", "net", 0) + "/" + mean(s, ECMP, load, "drops",
+                                                                     "net", 0),
+                mean(s, SPRAY, load, "qout_mean", "net", 0) + "/"
+                + mean(s, ECMP, load, "qout_mean", "net", 0),
+            ])
+    return _table(["setting", "tput single", "ecmp", "spray", "spray/ecmp", "spray/single",
+                   "short FCT spray/ecmp", "ooo%", "reord/flow", "rtx/spur",
+                   "cwnd cuts/undone spray", "ecmp", "drops spray/ecmp",
+                   "Qout spray/ecmp"], rows)
+
+
+def scenarios(out: Path) -> dict[str, dict[Key, dict[str, float]]]:
+    dirs = [out] if (out / "summary.csv").is_file() else sorted(
+        p.parent for p in out.glob("*/summary.csv"))
+    if not dirs:
+        raise SystemExit(f"{out} holds no summary.csv")
+    return {d.name: read_summary(d / "summary.csv") for d in dirs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not 1 <= len(args) <= 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    for name, s in scenarios(Path(args[0])).items():
+        print(f"{name}: spray's ratios (mean of per-seed ratios [95% CI])")
+        print(main_table(s))
+        print()
+    if len(args) == 2:
+        print("sweep (random scenario): long-flow throughput (Mbit/s) and diagnosis")
+        print(sweep_table(scenarios(Path(args[1]))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""benchmarks/seed000_tables.py on a summary.csv written in memory."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from dcnlab.benchmarks import seed000_tables as t
+from dcnlab.benchmarks.engine.results import SUMMARY_COLUMNS
+
+
+def _write(path: Path, rows: list[dict[str, object]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=SUMMARY_COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: r.get(c, "") for c in SUMMARY_COLUMNS})
+
+
+def _row(scheme: str, metric: str, cls: str, mean: float, ratio: object = "",
+         low: object = "", high: object = "", baseline: str = "ecmp") -> dict[str, object]:
+    return {"scheme": scheme, "load": 8.0, "metric": metric, "class": cls, "seeds": 3,
+            "mean": mean, "ci95": 1.0, "ratio": ratio, "ratio_low95": low,
+            "ratio_high95": high, "baseline": baseline}
+
+
+def test_tables_show_ratios_to_both_baselines_and_the_diagnosis(tmp_path: Path) -> None:
+    rows = [_row("ecmp", "tput_mbps", "elephant", 28.0),
+            _row("single", "tput_mbps", "elephant", 26.0, 0.95, 0.7, 1.3),
+            _row("spray", "tput_mbps", "elephant", 24.5, 0.88, 0.70, 1.12),
+            _row("spray", "tput_mbps", "elephant", 24.5, 0.93, 0.76, 1.15, "single"),
+            _row("spray", "fct_mean", "rabbit", 0.15, 0.5, 0.4, 0.6),
+            _row("spray", "ooo_pct", "elephant", 51.8),
+            _row("spray", "recoveries", "path", 140.0),
+            _row("spray", "undos", "path", 139.0),
+            _row("ecmp", "drops", "net", 0.0)]
+    _write(tmp_path / "sweep" / "linux" / "summary.csv", rows)
+    _write(tmp_path / "main" / "random" / "summary.csv", rows)
+    main = t.main_table(t.scenarios(tmp_path / "main")["random"])
+    assert "x0.88 [0.70-1.12]" in main and "x0.93 [0.76-1.15]" in main
+    assert "x0.50 [0.40-0.60]" in main and "51.8" in main
+    sweep = t.sweep_table(t.scenarios(tmp_path / "sweep"))
+    line = next(ln for ln in sweep.splitlines() if ln.startswith("linux"))
+    assert "26.0" in line and "28.0" in line and "24.5" in line and "140/139" in line
+
+
+def test_a_directory_without_summaries_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="no summary.csv"):
+        t.scenarios(tmp_path)
