@@ -1,5 +1,6 @@
-//! The switch's brain, free of I/O: OpenFlow message handling, the multi-table pipeline,
-//! groups, packet-in/out, stats, and the standalone learning switch.
+//! The switch's brain, free of I/O: OpenFlow message handling, the multi-table pipeline
+//! (with the Nicira extensions' registers, resubmit, output_reg and learn), groups,
+//! packet-in/out, stats, and the standalone learning switch.
 //!
 //! Inputs are decoded controller messages and received frames; outputs accumulate in
 //! [`Datapath::out`] (frames to transmit) and [`Datapath::ctrl`] (messages to the
