@@ -1,5 +1,6 @@
-//! The switch's brain, free of I/O: OpenFlow message handling, the multi-table pipeline,
-//! groups, packet-in/out, stats, and the standalone learning switch.
+//! The switch's brain, free of I/O: OpenFlow message handling, the multi-table pipeline
+//! (with the Nicira extensions' registers, resubmit, output_reg and learn), groups,
+//! packet-in/out, stats, and the standalone learning switch.
 //!
 //! Inputs are decoded controller messages and received frames; outputs accumulate in
 //! [`Datapath::out`] (frames to transmit) and [`Datapath::ctrl`] (messages to the
@@ -9,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-use crate::flow::{instruction_rank, oxm_field, FlowTable, MatchSpec, Removed, Selector};
+use crate::flow::{instruction_rank, oxm_field, FlowTable, MField, MatchSpec, Removed, Selector};
 use crate::group::{GroupTable, Rng, SelectMode};
 use crate::nx;
 use crate::ofp::codec::*;
@@ -1022,8 +1023,14 @@ impl Datapath {
         if !in_ok || in_port == 0 {
             return Err(brc(OFPBRC_BAD_PORT));
         }
-        self.validate_actions(actions, true, None, None)?;
         let key = Key::parse(&data, in_port);
+        // As Open vSwitch: the fields Nicira actions name need their prerequisites in the
+        // packet itself (its ethertype and IP protocol stand for a flow's match).
+        let mut present = vec![MField { field: Field::EthType, value: key.eth_type as u128, mask: 0xffff }];
+        if let Some(p) = key.ip_proto.filter(|_| key.is_ipv4 || key.is_ipv6) {
+            present.push(MField { field: Field::IpProto, value: p as u128, mask: 0xff });
+        }
+        self.validate_actions(actions, true, None, Some(&MatchSpec::from_fields(present)))?;
         let mut pkt = Pkt::new(data, key, 0, u64::MAX);
         let mark = self.out.len();
         self.apply_list(actions, &mut pkt, 0, now_ns);

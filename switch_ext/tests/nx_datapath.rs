@@ -614,6 +614,32 @@ fn bad_nx_actions_are_refused_with_ovs_errors_and_the_switch_carries_on() {
 }
 
 #[test]
+fn packet_out_nx_fields_need_their_prerequisites_in_the_packet() {
+    let mut dp = datapath();
+    let po = |data: Vec<u8>| Body::PacketOut {
+        buffer_id: OFP_NO_BUFFER,
+        in_port: OFPP_CONTROLLER,
+        actions: vec![nx(NxAction::RegMove {
+            n_bits: 16,
+            src_ofs: 0,
+            dst_ofs: 0,
+            src: NXM_TCP_DST,
+            dst: reg(0),
+        })],
+        data,
+    };
+    assert!(send(&mut dp, po(tcp(1, 2, 1, 2, 0x10))).is_empty());
+    let mut arp = tcp(1, 2, 1, 2, 0x10);
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    match send(&mut dp, po(arp)).as_slice() {
+        [Msg { body: Body::Error { typ, code, .. }, .. }] => {
+            assert_eq!((*typ, *code), (OFPET_BAD_ACTION, OFPBAC_MATCH_INCONSISTENT))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn packet_out_runs_nx_actions_from_a_fresh_register_file() {
     let mut dp = datapath();
     flow(&mut dp, 1, 5, vec![reg_match(3, 0)], apply(vec![out(3)]));
