@@ -199,7 +199,9 @@ def render_plots(plots: Sequence[Mapping[str, Any]], summary: Sequence[SummaryRo
                   if any(math.isfinite(index[k].mean) for k in index if k[2] in p["metrics"])]
         if not panels or not loads:
             continue
-        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.0),
+        wide = any(len(p["metrics"]) > 1 for p in panels)  # lines: room for the legend
+        fig, axes = plt.subplots(1, len(panels), figsize=((7.5 if wide else 5.2)
+                                                          * len(panels), 4.4),
                                  squeeze=False)
         x = np.arange(len(loads))
         for ax, panel in zip(axes[0], panels, strict=True):
@@ -214,7 +216,11 @@ def render_plots(plots: Sequence[Mapping[str, Any]], summary: Sequence[SummaryRo
             if panel.get("log"):
                 ax.set_yscale("log")
             ax.grid(True, axis="y", alpha=0.3, which="both")
-            ax.legend(fontsize="small")
+            if len(metrics) > 1:
+                ax.legend(fontsize="x-small", ncol=2, loc="upper left",
+                          bbox_to_anchor=(1.01, 1.0))
+            else:
+                ax.legend(fontsize="x-small")
         if spec.get("title"):
             fig.suptitle(spec["title"])
         fig.tight_layout()
@@ -248,7 +254,9 @@ def _bar_panel(ax: Any, index: Any, panel: Mapping[str, Any], loads: list[float]
             err = np.vstack([np.clip(means - low, 0, None), np.clip(high - means, 0, None)])
             err = np.nan_to_num(err)
         else:
-            err = np.array([_value(index, scheme, ld, metric)[1] for ld in loads])
+            ci = np.array([_value(index, scheme, ld, metric)[1] for ld in loads])
+            # an interval below 0 says "few seeds", not negative values: cut it at 0
+            err = np.vstack([np.minimum(ci, np.nan_to_num(np.clip(means, 0, None))), ci])
         pos = x + (i - (len(present) - 1) / 2) * width
         color = f"C{list(schemes).index(scheme) % 10}"  # a scheme's colour in every panel
         ax.bar(pos, means, width, yerr=err, capsize=3, label=scheme, color=color)
@@ -273,8 +281,10 @@ def _line_panel(ax: Any, index: Any, panel: Mapping[str, Any], loads: list[float
             means = np.array([v[0] for v in vals])
             if np.all(np.isnan(means)):
                 continue
+            ci = np.array([v[1] for v in vals])
+            low = np.minimum(ci, np.nan_to_num(np.clip(means, 0, None)) * 0.999)
             ax.errorbar(x + (i - (len(schemes) - 1) / 2) * 0.06, means,
-                        yerr=[v[1] for v in vals], color=color, capsize=2,
+                        yerr=np.vstack([low, ci]), color=color, capsize=2,
                         marker=markers[j % len(markers)], ls=styles[j % len(styles)],
                         label=f"{scheme} {metric.split('@')[0]}")
 
