@@ -20,7 +20,12 @@ processes (the link emulation).  Run::
 
     python -m dcnlab.benchmarks.mp_throughput [--size 1GB] [--rounds 5]
     sudo python -m dcnlab.benchmarks.mp_throughput --twopath twopath:reorder=1 \\
-        --size 256MB --rounds 3 --lowat 256KB
+        --size 512MB --rounds 2 --lowat 256KB
+
+Use long transfers with --twopath: path 2 (RTT 200 +- 150 ms) needs ~2 s of handshake
+and slow start to reach its rate, so a 64 MB connection (~1.2 s) cannot fill it while
+path 2 alone moves 64 MB in ~5 s mostly at full rate.  Measured (512 MB, 2 rounds):
+0.934 x the sum, CPU figures in hosts/mptransport/README.md ("Speed").
 """
 
 from __future__ import annotations
