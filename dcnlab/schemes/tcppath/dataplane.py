@@ -29,8 +29,9 @@ table  name      entries
                  exploration is pending); untagged -> explore: *learn* SEEN, LOCK and the
                  next generation, tag with this generation's VID, -> FLOOD
 6      FLOOD     ``eth_dst`` = a host of this switch -> untag, output to it (deliver);
-                 otherwise output to every live fabric port (OpenFlow never sends a
-                 packet back out of its in_port)
+                 from an up port (a switch farther from the hosts) -> every live down
+                 port (valley-free: no detour up through another leaf); otherwise every
+                 live fabric port (OpenFlow never sends a packet back out of its in_port)
 7      DEFAULT   the compiled default routes (ECMP select groups) and the table-miss drop
 ====== ========= ==========================================================================
 
@@ -188,6 +189,7 @@ class SwitchPorts:
     fabric: tuple[int, ...]  # live fabric ports
     all_fabric: tuple[int, ...]  # every fabric port (copies may arrive on any)
     hosts: tuple[tuple[str, int], ...]  # (mac, port) of the hosts on this switch
+    up: tuple[int, ...] = ()  # fabric ports to switches farther from the hosts than this one
 
 
 def _entry(table: int, priority: int, actions: Iterable[Action], cookie: int | None = None,
@@ -266,6 +268,12 @@ def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout:
     for mac, port in ports.hosts:
         out.append(_entry(T_FLOOD, 10, (("pop_vlan",), ("output", port)), eth_dst=mac,
                           vlan_vid=TAGGED))
+    # Valley-free: a copy that came down (from an up port) only goes on down, so it never
+    # climbs back up through a leaf that is not its destination (a detour no shortest
+    # path takes); anything else goes out of every live fabric port.
+    down = tuple(("output", p) for p in ports.fabric if p not in ports.up)
+    for port in ports.up:
+        out.append(_entry(T_FLOOD, 5, down, in_port=port))
     out.append(_entry(T_FLOOD, 0, tuple(("output", p) for p in ports.fabric)))
     return out
 
@@ -314,8 +322,9 @@ def stats_requests(dp: Any) -> list[Any]:
     ]
 
 
-def _delete(dp: Any, out_port: int = ofp.OFPP_ANY, **fields: Any) -> Any:
-    return parser.OFPFlowMod(dp, cookie=COOKIE_FLOW, cookie_mask=COOKIE_ALL, table_id=T_FLOW,
+def _delete(dp: Any, out_port: int = ofp.OFPP_ANY, table: int = T_FLOW,
+            cookie: int = COOKIE_FLOW, **fields: Any) -> Any:
+    return parser.OFPFlowMod(dp, cookie=cookie, cookie_mask=COOKIE_ALL, table_id=table,
                              command=ofp.OFPFC_DELETE, out_port=out_port,
                              out_group=ofp.OFPG_ANY, match=parser.OFPMatch(**fields))
 
@@ -340,9 +349,14 @@ def connection(t: Tuple) -> Tuple:
 
 
 def delete_connection(dp: Any, conn: Tuple) -> list[Any]:
-    """Both directions' per-flow entries of a connection, whatever their in_port."""
-    return [_delete(dp, eth_type=ETH_TYPE_IP, ip_proto=IPPROTO_TCP, eth_src=t[0], eth_dst=t[1],
-                    tcp_src=t[2], tcp_dst=t[3]) for t in (conn, reverse(conn))]
+    """Both directions' per-flow entries, locks and seen entries of a connection (a lock
+    left behind would confirm the old path again)."""
+    return [_delete(dp, table=table, cookie=cookie, eth_type=ETH_TYPE_IP,
+                    ip_proto=IPPROTO_TCP, eth_src=t[0], eth_dst=t[1], tcp_src=t[2],
+                    tcp_dst=t[3])
+            for t in (conn, reverse(conn))
+            for table, cookie in ((T_FLOW, COOKIE_FLOW), (T_LOCK, COOKIE_LOCK),
+                                  (T_SEEN, COOKIE_SEEN))]
 
 
 @dataclass
