@@ -553,9 +553,9 @@ class TcpPath(FabricApp):
         msg = ev.msg
         done = self.dp.reply(msg.datapath.id, msg.xid, msg.body,
                              bool(msg.flags & ofp.OFPMPF_REPLY_MORE))
-        if not done:
+        if done is None:
             return
-        for flow in self.dp.update_paths(self.view):
+        for flow in self.dp.update_paths(self.view) if done == "flows" else ():
             self.counters["tcppath_confirmed"] += flow.new_connection
             if flow.recovered:
                 self.counters["tcppath_recovered"] += 1

@@ -389,12 +389,13 @@ class DataplaneView:
         self.tables.pop(dpid, None)
         self.counts.pop(dpid, None)
 
-    def reply(self, dpid: int, xid: int, body: list[Any], more: bool) -> bool:
-        """Take one part of a flow-stats reply; True once a reply is complete (applied)."""
+    def reply(self, dpid: int, xid: int, body: list[Any], more: bool) -> str | None:
+        """Take one part of a flow-stats reply; once a reply is complete, apply it and say
+        what it held: ``"flows"`` (per-flow entries) or ``"counts"``."""
         parts = self._parts.setdefault((dpid, xid), [])
         parts.extend(body)
         if more:
-            return False
+            return None
         del self._parts[(dpid, xid)]
         flows = [s for s in parts if s.cookie == COOKIE_FLOW]
         counted = [s for s in parts if kind_of(s.cookie) is not None]
@@ -420,7 +421,8 @@ class DataplaneView:
                 p, b = sums.get(kind, (0, 0))
                 sums[kind] = (p + s.packet_count, b + s.byte_count)
             self.counts[dpid] = sums
-        return True
+            return "counts"
+        return "flows"
 
     def update_paths(self, view: NetworkView) -> list[PathFound]:
         """Walk every flow from its source host's port; returns the paths that are new
