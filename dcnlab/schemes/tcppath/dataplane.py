@@ -55,7 +55,11 @@ revalidated it, a moment later: the first answering packet may miss fresh locks 
 switches that carried the tuple before; the next one confirms.  Open vSwitch keeps an
 unused datapath flow up to 10 s (``max-idle``): with an idle timeout below that, a flow's
 next packets after ageing can meet the previous exploration's cached decisions, and a
-re-exploration may fail to settle; the default 10 s and longer ones start clean.)
+re-exploration may fail to settle; the default 10 s and longer ones start clean.  The same
+caching makes a connection's next few packets after its SYN, until Open vSwitch has
+revalidated the source edge's datapath flow, travel as copies of the same exploration
+along the same tree: more copies than the paper's ``NS*(NL-1)`` at the leaves, never a
+second path; switch_ext, which looks every packet up, sends exactly that many.)
 
 Exploring only from host ports keeps the rest loop-free: a packet that misses
 FLOW in the fabric continues on the default routes, and per-flow entries match in_port.
