@@ -155,7 +155,32 @@ class TcpPath(FabricApp):
     def _switch_ports(self, dpid: int) -> dpl.SwitchPorts:
         return dpl.SwitchPorts(tuple(self._live_fabric_ports(dpid)),
                                tuple(sorted(self.view.fabric_ports(dpid))),
-                               tuple(sorted((h.mac, h.port) for h in self.view.hosts_on(dpid))))
+                               tuple(sorted((h.mac, h.port) for h in self.view.hosts_on(dpid))),
+                               self._up_ports(dpid))
+
+    def _up_ports(self, dpid: int) -> tuple[int, ...]:
+        level = self._levels()
+        up = []
+        for port in sorted(self.view.fabric_ports(dpid)):
+            far = self.view.peer(dpid, port)
+            if far is not None and level.get(far[0], 0) > level.get(dpid, 0):
+                up.append(port)
+        return tuple(up)
+
+    def _levels(self) -> dict[int, int]:
+        """Each switch's distance (in links, whatever their state) from a switch with
+        hosts: edges 0, spines and aggregation switches 1, cores 2."""
+        level = {d: 0 for d in self.view.switches if self.view.hosts_on(d)}
+        frontier = list(level)
+        while frontier:
+            nxt = []
+            for d in frontier:
+                for n in self.view.graph.adj[d]:
+                    if n not in level:
+                        level[n] = level[d] + 1
+                        nxt.append(n)
+            frontier = nxt
+        return level
 
     @property
     def ready(self) -> bool:
@@ -528,9 +553,9 @@ class TcpPath(FabricApp):
         msg = ev.msg
         done = self.dp.reply(msg.datapath.id, msg.xid, msg.body,
                              bool(msg.flags & ofp.OFPMPF_REPLY_MORE))
-        if not done:
+        if done is None:
             return
-        for flow in self.dp.update_paths(self.view):
+        for flow in self.dp.update_paths(self.view) if done == "flows" else ():
             self.counters["tcppath_confirmed"] += flow.new_connection
             if flow.recovered:
                 self.counters["tcppath_recovered"] += 1

@@ -301,3 +301,23 @@ def test_only_the_client_side_re_explores(
     assert len(client.to(h5.ip)) == 1 and client.hops > 2
     fab.send(h5, h1, 5001, 40000, ACK)
     assert fab.path_holding_entries() == [1, 5, 7]
+
+
+def test_copies_never_climb_back_up_through_another_leaf(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Valley-free flooding: a copy that came down to a leaf that is not its destination
+    stops there, even when the detour up again would win the race."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    # Only leaf 5 -> spine 3 is fast, and spine 3 -> leaf 7 is slow: the detour
+    # 5-3-6-x-7 would arrive first if leaf 6 flooded its copy back up.
+    delays = {**_fast_via(3), (3, 7): SLOW * 2}
+    syn = fab.send(h1, h5, 40000, 5001, SYN, delays)
+    assert len(syn.to(h5.ip)) == 1
+    fab.send(h5, h1, 5001, 40000, SYNACK)
+    path = fab.path_holding_entries()
+    assert len(path) == 3 and 6 not in path and 8 not in path
+    leaf6 = fab.net.switches[6]
+    (late,) = [f for f in leaf6.flows if f.cookie == dpl.COOKIE_COUNT | dpl.COUNT_LATE]
+    (copies,) = [f.packets for f in leaf6.flows if f.cookie == dpl.COOKIE_COUNT | dpl.COUNT_FIRST]
+    assert copies == 1 and late.packets == len(SPINES) - 1  # one copy from every spine

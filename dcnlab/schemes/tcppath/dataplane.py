@@ -29,8 +29,9 @@ table  name      entries
                  exploration is pending); untagged -> explore: *learn* SEEN, LOCK and the
                  next generation, tag with this generation's VID, -> FLOOD
 6      FLOOD     ``eth_dst`` = a host of this switch -> untag, output to it (deliver);
-                 otherwise output to every live fabric port (OpenFlow never sends a
-                 packet back out of its in_port)
+                 from an up port (a switch farther from the hosts) -> every live down
+                 port (valley-free: no detour up through another leaf); otherwise every
+                 live fabric port (OpenFlow never sends a packet back out of its in_port)
 7      DEFAULT   the compiled default routes (ECMP select groups) and the table-miss drop
 ====== ========= ==========================================================================
 
@@ -54,7 +55,11 @@ revalidated it, a moment later: the first answering packet may miss fresh locks 
 switches that carried the tuple before; the next one confirms.  Open vSwitch keeps an
 unused datapath flow up to 10 s (``max-idle``): with an idle timeout below that, a flow's
 next packets after ageing can meet the previous exploration's cached decisions, and a
-re-exploration may fail to settle; the default 10 s and longer ones start clean.)
+re-exploration may fail to settle; the default 10 s and longer ones start clean.  The same
+caching makes a connection's next few packets after its SYN, until Open vSwitch has
+revalidated the source edge's datapath flow, travel as copies of the same exploration
+along the same tree: more copies than the paper's ``NS*(NL-1)`` at the leaves, never a
+second path; switch_ext, which looks every packet up, sends exactly that many.)
 
 Exploring only from host ports keeps the rest loop-free: a packet that misses
 FLOW in the fabric continues on the default routes, and per-flow entries match in_port.
@@ -188,6 +193,7 @@ class SwitchPorts:
     fabric: tuple[int, ...]  # live fabric ports
     all_fabric: tuple[int, ...]  # every fabric port (copies may arrive on any)
     hosts: tuple[tuple[str, int], ...]  # (mac, port) of the hosts on this switch
+    up: tuple[int, ...] = ()  # fabric ports to switches farther from the hosts than this one
 
 
 def _entry(table: int, priority: int, actions: Iterable[Action], cookie: int | None = None,
@@ -266,6 +272,12 @@ def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout:
     for mac, port in ports.hosts:
         out.append(_entry(T_FLOOD, 10, (("pop_vlan",), ("output", port)), eth_dst=mac,
                           vlan_vid=TAGGED))
+    # Valley-free: a copy that came down (from an up port) only goes on down, so it never
+    # climbs back up through a leaf that is not its destination (a detour no shortest
+    # path takes); anything else goes out of every live fabric port.
+    down = tuple(("output", p) for p in ports.fabric if p not in ports.up)
+    for port in ports.up:
+        out.append(_entry(T_FLOOD, 5, down, in_port=port))
     out.append(_entry(T_FLOOD, 0, tuple(("output", p) for p in ports.fabric)))
     return out
 
@@ -314,8 +326,9 @@ def stats_requests(dp: Any) -> list[Any]:
     ]
 
 
-def _delete(dp: Any, out_port: int = ofp.OFPP_ANY, **fields: Any) -> Any:
-    return parser.OFPFlowMod(dp, cookie=COOKIE_FLOW, cookie_mask=COOKIE_ALL, table_id=T_FLOW,
+def _delete(dp: Any, out_port: int = ofp.OFPP_ANY, table: int = T_FLOW,
+            cookie: int = COOKIE_FLOW, **fields: Any) -> Any:
+    return parser.OFPFlowMod(dp, cookie=cookie, cookie_mask=COOKIE_ALL, table_id=table,
                              command=ofp.OFPFC_DELETE, out_port=out_port,
                              out_group=ofp.OFPG_ANY, match=parser.OFPMatch(**fields))
 
@@ -340,9 +353,14 @@ def connection(t: Tuple) -> Tuple:
 
 
 def delete_connection(dp: Any, conn: Tuple) -> list[Any]:
-    """Both directions' per-flow entries of a connection, whatever their in_port."""
-    return [_delete(dp, eth_type=ETH_TYPE_IP, ip_proto=IPPROTO_TCP, eth_src=t[0], eth_dst=t[1],
-                    tcp_src=t[2], tcp_dst=t[3]) for t in (conn, reverse(conn))]
+    """Both directions' per-flow entries, locks and seen entries of a connection (a lock
+    left behind would confirm the old path again)."""
+    return [_delete(dp, table=table, cookie=cookie, eth_type=ETH_TYPE_IP,
+                    ip_proto=IPPROTO_TCP, eth_src=t[0], eth_dst=t[1], tcp_src=t[2],
+                    tcp_dst=t[3])
+            for t in (conn, reverse(conn))
+            for table, cookie in ((T_FLOW, COOKIE_FLOW), (T_LOCK, COOKIE_LOCK),
+                                  (T_SEEN, COOKIE_SEEN))]
 
 
 @dataclass
@@ -375,12 +393,13 @@ class DataplaneView:
         self.tables.pop(dpid, None)
         self.counts.pop(dpid, None)
 
-    def reply(self, dpid: int, xid: int, body: list[Any], more: bool) -> bool:
-        """Take one part of a flow-stats reply; True once a reply is complete (applied)."""
+    def reply(self, dpid: int, xid: int, body: list[Any], more: bool) -> str | None:
+        """Take one part of a flow-stats reply; once a reply is complete, apply it and say
+        what it held: ``"flows"`` (per-flow entries) or ``"counts"``."""
         parts = self._parts.setdefault((dpid, xid), [])
         parts.extend(body)
         if more:
-            return False
+            return None
         del self._parts[(dpid, xid)]
         flows = [s for s in parts if s.cookie == COOKIE_FLOW]
         counted = [s for s in parts if kind_of(s.cookie) is not None]
@@ -406,7 +425,8 @@ class DataplaneView:
                 p, b = sums.get(kind, (0, 0))
                 sums[kind] = (p + s.packet_count, b + s.byte_count)
             self.counts[dpid] = sums
-        return True
+            return "counts"
+        return "flows"
 
     def update_paths(self, view: NetworkView) -> list[PathFound]:
         """Walk every flow from its source host's port; returns the paths that are new
