@@ -75,21 +75,23 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def main_table(s: Mapping[Key, Mapping[str, float]]) -> str:
-    """Spray against ECMP and single path, per sweep value."""
+    """Spray against ECMP, single path and any further baseline in the summary (e.g.
+    first_path), per sweep value."""
     loads = sorted({k[1] for k in s if k[0] == SPRAY})
+    present = {k[4] for k in s if k[0] == SPRAY}
+    bases = [b for b in (ECMP, SINGLE) if b in present]
+    bases += sorted(present - {ECMP, SINGLE, "", SPRAY})
     rows = []
     for load in loads:
         rows.append([
             f"{load:g}",
-            ratio(s, SPRAY, load, "fct_mean", "rabbit", ECMP),
-            ratio(s, SPRAY, load, "fct_mean", "rabbit", SINGLE),
-            ratio(s, SPRAY, load, "tput_mbps", "elephant", ECMP),
-            ratio(s, SPRAY, load, "tput_mbps", "elephant", SINGLE),
+            *(ratio(s, SPRAY, load, "fct_mean", "rabbit", b) for b in bases),
+            *(ratio(s, SPRAY, load, "tput_mbps", "elephant", b) for b in bases),
             mean(s, SPRAY, load, "ooo_pct", "rabbit"),
             mean(s, SPRAY, load, "ooo_pct", "elephant"),
         ])
-    return _table(["long", "short FCT /ecmp", "short FCT /single", "long tput /ecmp",
-                   "long tput /single", "short ooo%", "long ooo%"], rows)
+    return _table(["long", *(f"short FCT /{b}" for b in bases),
+                   *(f"long tput /{b}" for b in bases), "short ooo%", "long ooo%"], rows)
 
 
 def sweep_table(settings: Mapping[str, Mapping[Key, Mapping[str, float]]]) -> str:

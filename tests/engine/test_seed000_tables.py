@@ -36,12 +36,14 @@ def test_tables_show_ratios_to_both_baselines_and_the_diagnosis(tmp_path: Path) 
             _row("spray", "ooo_pct", "elephant", 51.8),
             _row("spray", "recoveries", "path", 140.0),
             _row("spray", "undos", "path", 139.0),
-            _row("ecmp", "drops", "net", 0.0)]
+            _row("ecmp", "drops", "net", 0.0),
+            _row("spray", "tput_mbps", "elephant", 24.5, 1.4, 1.2, 1.6, "first_path")]
     _write(tmp_path / "sweep" / "linux" / "summary.csv", rows)
     _write(tmp_path / "main" / "random" / "summary.csv", rows)
     main = t.main_table(t.scenarios(tmp_path / "main")["random"])
     assert "x0.88 [0.70-1.12]" in main and "x0.93 [0.76-1.15]" in main
     assert "x0.50 [0.40-0.60]" in main and "51.8" in main
+    assert "long tput /first_path" in main and "x1.40 [1.20-1.60]" in main
     sweep = t.sweep_table(t.scenarios(tmp_path / "sweep"))
     line = next(ln for ln in sweep.splitlines() if ln.startswith("linux"))
     assert "26.0" in line and "28.0" in line and "24.5" in line and "140/139" in line
