@@ -7,7 +7,9 @@ prints, for seed000.yaml, per scenario and sweep value the spray scheme's ratios
 and to single path (short-flow FCT, long-flow throughput) with their 95% intervals and its
 out-of-order share; for the sweep, per setting the long-flow throughput of every scheme,
 spray's ratios, and the diagnosis (retransmissions, spurious ones, cwnd reductions and how
-many were undone, drops, bottleneck queue). These are the tables of seed000.yaml's header.
+many were undone, drops, bottleneck queue), and plots the long-flow throughput per
+setting and scheme (``sweep_throughput.png`` in the sweep's directory). These are the
+tables of seed000.yaml's header.
 """
 
 from __future__ import annotations
@@ -126,6 +128,39 @@ def sweep_table(settings: Mapping[str, Mapping[Key, Mapping[str, float]]]) -> st
                    "Qout spray/ecmp"], rows)
 
 
+def sweep_plot(settings: Mapping[str, Mapping[Key, Mapping[str, float]]], path: Path,
+               schemes: tuple[str, ...] = (SINGLE, ECMP, SPRAY)) -> Path:
+    """Long-flow throughput per setting, a bar per scheme with its 95% CI across seeds
+    (the largest sweep value of each setting)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(settings)
+    fig, ax = plt.subplots(figsize=(1.1 * len(names) + 2, 3.8))
+    width = 0.8 / len(schemes)
+    for i, scheme in enumerate(schemes):
+        means, cis = [], []
+        for name in names:
+            s = settings[name]
+            loads = sorted({k[1] for k in s if k[0] == scheme})
+            row = s.get((scheme, loads[-1], "tput_mbps", "elephant", ECMP)) if loads else None
+            means.append(row["mean"] if row else math.nan)
+            cis.append(row["ci"] if row and math.isfinite(row["ci"]) else 0.0)
+        ax.bar([j + (i - (len(schemes) - 1) / 2) * width for j in range(len(names))], means,
+               width, yerr=cis, capsize=2, label=scheme)
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    ax.set_ylabel("long-flow throughput (Mbit/s)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def scenarios(out: Path) -> dict[str, dict[Key, dict[str, float]]]:
     dirs = [out] if (out / "summary.csv").is_file() else sorted(
         p.parent for p in out.glob("*/summary.csv"))
@@ -144,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         print(main_table(s))
         print()
     if len(args) == 2:
+        settings = scenarios(Path(args[1]))
         print("sweep (random scenario): long-flow throughput (Mbit/s) and diagnosis")
-        print(sweep_table(scenarios(Path(args[1]))))
+        print(sweep_table(settings))
+        print(f"plot: {sweep_plot(settings, Path(args[1]) / 'sweep_throughput.png')}")
     return 0
 
 

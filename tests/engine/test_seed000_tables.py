@@ -47,6 +47,8 @@ def test_tables_show_ratios_to_both_baselines_and_the_diagnosis(tmp_path: Path) 
     sweep = t.sweep_table(t.scenarios(tmp_path / "sweep"))
     line = next(ln for ln in sweep.splitlines() if ln.startswith("linux"))
     assert "26.0" in line and "28.0" in line and "24.5" in line and "140/139" in line
+    png = t.sweep_plot(t.scenarios(tmp_path / "sweep"), tmp_path / "plot" / "s.png")
+    assert png.is_file() and png.stat().st_size > 1000
 
 
 def test_a_directory_without_summaries_is_a_clear_error(tmp_path: Path) -> None:
