@@ -5,7 +5,9 @@
 Reads each scenario's ``summary.csv`` (written by ``dcnlab run``/``dcnlab report``) and
 prints, for seed000.yaml, per scenario and sweep value the spray scheme's ratios to ECMP
 and to single path (short-flow FCT, long-flow throughput) with their 95% intervals and its
-out-of-order share; for the sweep, per setting the long-flow throughput of every scheme,
+out-of-order share, and per run the long flows' throughput as a share of the host-link
+bound (what they would get if only the hosts' links limited them; from workload.csv and
+flows.csv); for the sweep, per setting the long-flow throughput of every scheme,
 spray's ratios, and the diagnosis (retransmissions, spurious ones, cwnd reductions and how
 many were undone, drops, bottleneck queue), and plots the long-flow throughput per
 setting and scheme (``sweep_throughput.png`` in the sweep's directory). These are the
@@ -17,10 +19,11 @@ from __future__ import annotations
 import csv
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 SPRAY, ECMP, SINGLE = "spray", "ecmp", "single"
+LINK_MBPS = 50.0  # seed000.yaml's link rate
 Key = tuple[str, float, str, str, str]  # scheme, load, metric, class, baseline
 
 
@@ -161,6 +164,68 @@ def sweep_plot(settings: Mapping[str, Mapping[Key, Mapping[str, float]]], path: 
     return path
 
 
+def host_link_bound(flows: Sequence[tuple[str, str, float]], rate_mbps: float
+                    ) -> list[float]:
+    """Each flow's throughput (Mbit/s) in a fabric that never blocks: flows (src, dst,
+    size in bytes) all start at once, share only their hosts' links (each host sends
+    and receives ``rate_mbps``) max-min fairly, and speed up as others finish (a fluid
+    model). What no load balancing can beat; short flows left out."""
+    left = {i: size * 8 / 1e6 for i, (_s, _d, size) in enumerate(flows)}  # Mbit
+    done: dict[int, float] = {}
+    now = 0.0
+    while left:
+        rates = _max_min({i: (f"up:{flows[i][0]}", f"down:{flows[i][1]}") for i in left},
+                         rate_mbps)
+        step = min(left[i] / rates[i] for i in left)
+        now += step
+        for i in list(left):
+            left[i] -= rates[i] * step
+            if left[i] <= 1e-9 * (1 + flows[i][2]):
+                done[i] = now
+                del left[i]
+    return [flows[i][2] * 8 / 1e6 / done[i] for i in range(len(flows))]
+
+
+def _max_min(uses: Mapping[int, tuple[str, ...]], capacity: float) -> dict[int, float]:
+    """Max-min fair rates of flows over links of one capacity (progressive filling)."""
+    free = {link: capacity for links in uses.values() for link in links}
+    rates: dict[int, float] = {}
+    active = set(uses)
+    while active:
+        share, link = min((free[ln] / sum(1 for i in active if ln in uses[i]), ln)
+                          for ln in free if any(ln in uses[i] for i in active))
+        for i in [i for i in active if link in uses[i]]:
+            rates[i] = share
+            active.discard(i)
+            for ln in uses[i]:
+                free[ln] -= share
+    return rates
+
+
+def bound_table(out: Path, rate_mbps: float) -> str:
+    """Per sweep value and seed: the host-link bound of the long flows' mean throughput
+    (workload.csv) and each scheme's measured mean as a share of it (flows.csv)."""
+    with open(out / "workload.csv", newline="") as fh:
+        work = [r for r in csv.DictReader(fh) if r.get("tag") == "long"]
+    with open(out / "flows.csv", newline="") as fh:
+        flows = [r for r in csv.DictReader(fh) if r.get("tag") == "long"
+                 and r["status"] == "ok"]
+    schemes = list(dict.fromkeys(r["scheme"] for r in flows))
+    rows = []
+    for load, seed in sorted({(float(r["load"]), int(r["seed"])) for r in work}):
+        mine = [(r["src"], r["dst"], float(r["size"])) for r in work
+                if float(r["load"]) == load and int(r["seed"]) == seed]
+        bound = sum(host_link_bound(mine, rate_mbps)) / len(mine)
+        cells = []
+        for scheme in schemes:
+            got = [float(r["bytes"]) * 8 / float(r["fct"]) / 1e6 for r in flows
+                   if r["scheme"] == scheme and float(r["load"]) == load
+                   and int(r["seed"]) == seed]
+            cells.append(f"{sum(got) / len(got) / bound:.2f}" if got else "-")
+        rows.append([f"{load:g}", str(seed), f"{bound:.1f}", *cells])
+    return _table(["long", "seed", "bound Mbit/s", *schemes], rows)
+
+
 def scenarios(out: Path) -> dict[str, dict[Key, dict[str, float]]]:
     dirs = [out] if (out / "summary.csv").is_file() else sorted(
         p.parent for p in out.glob("*/summary.csv"))
@@ -178,6 +243,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: spray's ratios (mean of per-seed ratios [95% CI])")
         print(main_table(s))
         print()
+        where = Path(args[0]) / name if name != Path(args[0]).name else Path(args[0])
+        if (where / "workload.csv").is_file() and (where / "flows.csv").is_file():
+            print(f"{name}: long flows' mean throughput as a share of the host-link bound "
+                  f"({LINK_MBPS:g} Mbit/s host links, a fabric that never blocks)")
+            print(bound_table(where, LINK_MBPS))
+            print()
     if len(args) == 2:
         settings = scenarios(Path(args[1]))
         print("sweep (random scenario): long-flow throughput (Mbit/s) and diagnosis")

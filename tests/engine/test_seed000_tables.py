@@ -54,3 +54,19 @@ def test_tables_show_ratios_to_both_baselines_and_the_diagnosis(tmp_path: Path) 
 def test_a_directory_without_summaries_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="no summary.csv"):
         t.scenarios(tmp_path)
+
+
+def test_host_link_bound_is_the_fluid_max_min_over_host_links() -> None:
+    mb = 1_000_000.0
+    # two flows into one receiver share its 50 Mbit/s and finish together
+    assert t.host_link_bound([("h1", "h3", mb), ("h2", "h3", mb)], 50) == pytest.approx(
+        [25, 25])
+    # a third flow from h1 elsewhere: h1's uplink is shared by two, h3's downlink too:
+    # every flow gets 25 until all finish together
+    assert t.host_link_bound([("h1", "h3", mb), ("h2", "h3", mb), ("h1", "h4", mb)],
+                             50) == pytest.approx([25, 25, 25])
+    # a lone flow at line rate; a short one alongside finishes first, then it speeds up
+    assert t.host_link_bound([("h1", "h2", mb)], 50) == pytest.approx([50])
+    fast = t.host_link_bound([("h1", "h2", 2 * mb), ("h3", "h2", mb)], 50)
+    # 25 each until the 1 MB flow ends at 0.32 s; the 2 MB flow's last 1 MB at 50: 0.48 s
+    assert fast == pytest.approx([16 / 0.48, 25])
