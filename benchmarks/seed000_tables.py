@@ -5,9 +5,13 @@
 Reads each scenario's ``summary.csv`` (written by ``dcnlab run``/``dcnlab report``) and
 prints, for seed000.yaml, per scenario and sweep value the spray scheme's ratios to ECMP
 and to single path (short-flow FCT, long-flow throughput) with their 95% intervals and its
-out-of-order share; for the sweep, per setting the long-flow throughput of every scheme,
+out-of-order share, and per run the long flows' throughput as a share of the host-link
+bound (what they would get if only the hosts' links limited them; from workload.csv and
+flows.csv); for the sweep, per setting the long-flow throughput of every scheme,
 spray's ratios, and the diagnosis (retransmissions, spurious ones, cwnd reductions and how
-many were undone, drops, bottleneck queue). These are the tables of seed000.yaml's header.
+many were undone, drops, bottleneck queue), and plots the long-flow throughput per
+setting and scheme (``sweep_throughput.png`` in the sweep's directory). These are the
+tables of seed000.yaml's header.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ from __future__ import annotations
 import csv
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 SPRAY, ECMP, SINGLE = "spray", "ecmp", "single"
+LINK_MBPS = 50.0  # seed000.yaml's link rate
 Key = tuple[str, float, str, str, str]  # scheme, load, metric, class, baseline
 
 
@@ -75,21 +80,23 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def main_table(s: Mapping[Key, Mapping[str, float]]) -> str:
-    """Spray against ECMP and single path, per sweep value."""
+    """Spray against ECMP, single path and any further baseline in the summary (e.g.
+    first_path), per sweep value."""
     loads = sorted({k[1] for k in s if k[0] == SPRAY})
+    present = {k[4] for k in s if k[0] == SPRAY}
+    bases = [b for b in (ECMP, SINGLE) if b in present]
+    bases += sorted(present - {ECMP, SINGLE, "", SPRAY})
     rows = []
     for load in loads:
         rows.append([
             f"{load:g}",
-            ratio(s, SPRAY, load, "fct_mean", "rabbit", ECMP),
-            ratio(s, SPRAY, load, "fct_mean", "rabbit", SINGLE),
-            ratio(s, SPRAY, load, "tput_mbps", "elephant", ECMP),
-            ratio(s, SPRAY, load, "tput_mbps", "elephant", SINGLE),
+            *(ratio(s, SPRAY, load, "fct_mean", "rabbit", b) for b in bases),
+            *(ratio(s, SPRAY, load, "tput_mbps", "elephant", b) for b in bases),
             mean(s, SPRAY, load, "ooo_pct", "rabbit"),
             mean(s, SPRAY, load, "ooo_pct", "elephant"),
         ])
-    return _table(["long", "short FCT /ecmp", "short FCT /single", "long tput /ecmp",
-                   "long tput /single", "short ooo%", "long ooo%"], rows)
+    return _table(["long", *(f"short FCT /{b}" for b in bases),
+                   *(f"long tput /{b}" for b in bases), "short ooo%", "long ooo%"], rows)
 
 
 def sweep_table(settings: Mapping[str, Mapping[Key, Mapping[str, float]]]) -> str:
@@ -124,6 +131,101 @@ def sweep_table(settings: Mapping[str, Mapping[Key, Mapping[str, float]]]) -> st
                    "Qout spray/ecmp"], rows)
 
 
+def sweep_plot(settings: Mapping[str, Mapping[Key, Mapping[str, float]]], path: Path,
+               schemes: tuple[str, ...] = (SINGLE, ECMP, SPRAY)) -> Path:
+    """Long-flow throughput per setting, a bar per scheme with its 95% CI across seeds
+    (the largest sweep value of each setting)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(settings)
+    fig, ax = plt.subplots(figsize=(1.1 * len(names) + 2, 3.8))
+    width = 0.8 / len(schemes)
+    for i, scheme in enumerate(schemes):
+        means, cis = [], []
+        for name in names:
+            s = settings[name]
+            loads = sorted({k[1] for k in s if k[0] == scheme})
+            row = s.get((scheme, loads[-1], "tput_mbps", "elephant", ECMP)) if loads else None
+            means.append(row["mean"] if row else math.nan)
+            cis.append(row["ci"] if row and math.isfinite(row["ci"]) else 0.0)
+        ax.bar([j + (i - (len(schemes) - 1) / 2) * width for j in range(len(names))], means,
+               width, yerr=cis, capsize=2, label=scheme)
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    ax.set_ylabel("long-flow throughput (Mbit/s)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def host_link_bound(flows: Sequence[tuple[str, str, float]], rate_mbps: float
+                    ) -> list[float]:
+    """Each flow's throughput (Mbit/s) in a fabric that never blocks: flows (src, dst,
+    size in bytes) all start at once, share only their hosts' links (each host sends
+    and receives ``rate_mbps``) max-min fairly, and speed up as others finish (a fluid
+    model). What no load balancing can beat; short flows left out."""
+    left = {i: size * 8 / 1e6 for i, (_s, _d, size) in enumerate(flows)}  # Mbit
+    done: dict[int, float] = {}
+    now = 0.0
+    while left:
+        rates = _max_min({i: (f"up:{flows[i][0]}", f"down:{flows[i][1]}") for i in left},
+                         rate_mbps)
+        step = min(left[i] / rates[i] for i in left)
+        now += step
+        for i in list(left):
+            left[i] -= rates[i] * step
+            if left[i] <= 1e-9 * (1 + flows[i][2]):
+                done[i] = now
+                del left[i]
+    return [flows[i][2] * 8 / 1e6 / done[i] for i in range(len(flows))]
+
+
+def _max_min(uses: Mapping[int, tuple[str, ...]], capacity: float) -> dict[int, float]:
+    """Max-min fair rates of flows over links of one capacity (progressive filling)."""
+    free = {link: capacity for links in uses.values() for link in links}
+    rates: dict[int, float] = {}
+    active = set(uses)
+    while active:
+        share, link = min((free[ln] / sum(1 for i in active if ln in uses[i]), ln)
+                          for ln in free if any(ln in uses[i] for i in active))
+        for i in [i for i in active if link in uses[i]]:
+            rates[i] = share
+            active.discard(i)
+            for ln in uses[i]:
+                free[ln] -= share
+    return rates
+
+
+def bound_table(out: Path, rate_mbps: float) -> str:
+    """Per sweep value and seed: the host-link bound of the long flows' mean throughput
+    (workload.csv) and each scheme's measured mean as a share of it (flows.csv)."""
+    with open(out / "workload.csv", newline="") as fh:
+        work = [r for r in csv.DictReader(fh) if r.get("tag") == "long"]
+    with open(out / "flows.csv", newline="") as fh:
+        flows = [r for r in csv.DictReader(fh) if r.get("tag") == "long"
+                 and r["status"] == "ok"]
+    schemes = list(dict.fromkeys(r["scheme"] for r in flows))
+    rows = []
+    for load, seed in sorted({(float(r["load"]), int(r["seed"])) for r in work}):
+        mine = [(r["src"], r["dst"], float(r["size"])) for r in work
+                if float(r["load"]) == load and int(r["seed"]) == seed]
+        bound = sum(host_link_bound(mine, rate_mbps)) / len(mine)
+        cells = []
+        for scheme in schemes:
+            got = [float(r["bytes"]) * 8 / float(r["fct"]) / 1e6 for r in flows
+                   if r["scheme"] == scheme and float(r["load"]) == load
+                   and int(r["seed"]) == seed]
+            cells.append(f"{sum(got) / len(got) / bound:.2f}" if got else "-")
+        rows.append([f"{load:g}", str(seed), f"{bound:.1f}", *cells])
+    return _table(["long", "seed", "bound Mbit/s", *schemes], rows)
+
+
 def scenarios(out: Path) -> dict[str, dict[Key, dict[str, float]]]:
     dirs = [out] if (out / "summary.csv").is_file() else sorted(
         p.parent for p in out.glob("*/summary.csv"))
@@ -141,9 +243,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: spray's ratios (mean of per-seed ratios [95% CI])")
         print(main_table(s))
         print()
+        where = Path(args[0]) / name if name != Path(args[0]).name else Path(args[0])
+        if (where / "workload.csv").is_file() and (where / "flows.csv").is_file():
+            print(f"{name}: long flows' mean throughput as a share of the host-link bound "
+                  f"({LINK_MBPS:g} Mbit/s host links, a fabric that never blocks)")
+            print(bound_table(where, LINK_MBPS))
+            print()
     if len(args) == 2:
+        settings = scenarios(Path(args[1]))
         print("sweep (random scenario): long-flow throughput (Mbit/s) and diagnosis")
-        print(sweep_table(scenarios(Path(args[1]))))
+        print(sweep_table(settings))
+        print(f"plot: {sweep_plot(settings, Path(args[1]) / 'sweep_throughput.png')}")
     return 0
 
 

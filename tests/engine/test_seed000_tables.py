@@ -36,17 +36,37 @@ def test_tables_show_ratios_to_both_baselines_and_the_diagnosis(tmp_path: Path) 
             _row("spray", "ooo_pct", "elephant", 51.8),
             _row("spray", "recoveries", "path", 140.0),
             _row("spray", "undos", "path", 139.0),
-            _row("ecmp", "drops", "net", 0.0)]
+            _row("ecmp", "drops", "net", 0.0),
+            _row("spray", "tput_mbps", "elephant", 24.5, 1.4, 1.2, 1.6, "first_path")]
     _write(tmp_path / "sweep" / "linux" / "summary.csv", rows)
     _write(tmp_path / "main" / "random" / "summary.csv", rows)
     main = t.main_table(t.scenarios(tmp_path / "main")["random"])
     assert "x0.88 [0.70-1.12]" in main and "x0.93 [0.76-1.15]" in main
     assert "x0.50 [0.40-0.60]" in main and "51.8" in main
+    assert "long tput /first_path" in main and "x1.40 [1.20-1.60]" in main
     sweep = t.sweep_table(t.scenarios(tmp_path / "sweep"))
     line = next(ln for ln in sweep.splitlines() if ln.startswith("linux"))
     assert "26.0" in line and "28.0" in line and "24.5" in line and "140/139" in line
+    png = t.sweep_plot(t.scenarios(tmp_path / "sweep"), tmp_path / "plot" / "s.png")
+    assert png.is_file() and png.stat().st_size > 1000
 
 
 def test_a_directory_without_summaries_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="no summary.csv"):
         t.scenarios(tmp_path)
+
+
+def test_host_link_bound_is_the_fluid_max_min_over_host_links() -> None:
+    mb = 1_000_000.0
+    # two flows into one receiver share its 50 Mbit/s and finish together
+    assert t.host_link_bound([("h1", "h3", mb), ("h2", "h3", mb)], 50) == pytest.approx(
+        [25, 25])
+    # a third flow from h1 elsewhere: h1's uplink is shared by two, h3's downlink too:
+    # every flow gets 25 until all finish together
+    assert t.host_link_bound([("h1", "h3", mb), ("h2", "h3", mb), ("h1", "h4", mb)],
+                             50) == pytest.approx([25, 25, 25])
+    # a lone flow at line rate; a short one alongside finishes first, then it speeds up
+    assert t.host_link_bound([("h1", "h2", mb)], 50) == pytest.approx([50])
+    fast = t.host_link_bound([("h1", "h2", 2 * mb), ("h3", "h2", mb)], 50)
+    # 25 each until the 1 MB flow ends at 0.32 s; the 2 MB flow's last 1 MB at 50: 0.48 s
+    assert fast == pytest.approx([16 / 0.48, 25])

@@ -1,0 +1,24 @@
+"""First path: every destination through the first equal-cost next hop (lowest port).
+
+A router without ECMP that keeps the first of its equal-cost routes does this: ns-3's
+global routing with ``RandomEcmpRouting`` off (its default; the seed 000 paper's
+simulator, as we understand it). Unlike ``single_path``, which stripes destinations over
+the uplinks, every flow leaving a switch upwards takes the same uplink, so on a fat-tree
+all traffic between pods crosses one aggregation switch per pod and one core switch.
+"""
+
+from dcnlab.controller.compiler import Pinned
+from dcnlab.controller.fabric_app import FabricApp
+
+
+class FirstPort(Pinned):
+    """The lowest port of every equal-cost next-hop set, for every destination."""
+
+    name = "first"
+
+    def pick(self, dpid: int, hops: tuple[int, ...], key: int) -> int:
+        return min(hops)
+
+
+class FirstPath(FabricApp):
+    POLICY = FirstPort()
