@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
 from typing import Any
@@ -33,23 +32,13 @@ import numpy as np
 
 from dcnlab.benchmarks.engine.cdf import load_cdf
 from dcnlab.model.runtime import ControllerState
+from dcnlab.schemes.tcppath.check import inter_edge_pairs
 from dcnlab.topo.network import Network
 from dcnlab.topo.spec import TopologySpec, parse
 
 PORT = 7000
 TOOL = [sys.executable, "-m", "dcnlab.benchmarks.tcp_connect"]
 PAPER_LB = 64
-
-
-def _pairs(spec: TopologySpec, n: int, seed: int) -> list[tuple[str, str]]:
-    rng = random.Random(seed)
-    edge = {h.name: h.interfaces[0].switch for h in spec.hosts}
-    out: list[tuple[str, str]] = []
-    while len(out) < n:
-        a, b = rng.sample(sorted(edge), 2)
-        if edge[a] != edge[b]:
-            out.append((a, b))
-    return out
 
 
 MODES = {  # name -> (app, environment)
@@ -173,8 +162,8 @@ def main(argv: list[str] | None = None) -> None:
     if unknown or not modes:
         ap.error(f"--modes: unknown {unknown}; use some of {', '.join(MODES)}")
     spec = parse(args.topo)
-    pairs = _pairs(spec, args.pairs, args.seed)
-    clients = _pairs(spec, args.rate_clients, args.seed + 1)
+    pairs = inter_edge_pairs(spec, args.pairs, args.seed)
+    clients = inter_edge_pairs(spec, args.rate_clients, args.seed + 1)
     result: dict[str, Any] = {"topo": spec.spec, "switch": args.switch, "pairs": len(pairs),
                               "per_pair": args.per_pair,
                               "rate_load": {"clients": len(clients), "count": args.rate_count,

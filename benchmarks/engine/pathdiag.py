@@ -42,7 +42,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .metrics import OK, SummaryRow, mean_ci, percentile, ratio_ci, throughput_mbps
+from . import netstats
+from .metrics import OK, SummaryRow, percentile, throughput_mbps
 from .netstats import parse_netstat
 from .table import fmt
 
@@ -212,28 +213,8 @@ def _number(v: Any) -> float:
 
 def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None) -> list[SummaryRow]:
     """Per (scheme, load, metric): mean ± CI across seeds, paired ratio to the baseline
-    (class "path")."""
-    runs = {(str(r["scheme"]), float(r["load"]), int(float(r["seed"]))): r for r in rows}
-    schemes = list(dict.fromkeys(k[0] for k in runs))
-    out = []
-    for load in sorted({k[1] for k in runs}):
-        for scheme in schemes:
-            seeds = sorted(s for (sc, ld, s) in runs if sc == scheme and ld == load)
-            for metric in METRICS:
-                values = {s: _number(runs[(scheme, load, s)].get(metric)) for s in seeds}
-                finite = [v for v in values.values() if math.isfinite(v)]
-                if not finite:
-                    continue
-                m, ci = mean_ci(finite)
-                ratios = []
-                for s, v in values.items():
-                    base = _number((runs.get((baseline, load, s)) or {}).get(metric))
-                    if math.isfinite(base) and base > 0 and math.isfinite(v) and v > 0:
-                        ratios.append(v / base)
-                ratio, low, high = ratio_ci(ratios) if baseline else (math.nan,) * 3
-                out.append(SummaryRow(scheme, load, metric, "path", len(finite), m, ci,
-                                      ratio, low, high))
-    return out
+    (class "path"), as the network section does."""
+    return netstats.summarize(rows, baseline, METRICS, "path")
 
 
 def render(summary: Sequence[SummaryRow], schemes: Sequence[str], sweep: str) -> str:

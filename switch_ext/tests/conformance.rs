@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 mod common;
 
-use common::send;
+use common::{add, flow, send};
 use dcnlab_switch::datapath::{Datapath, FailMode};
 use dcnlab_switch::group::SelectMode;
 use dcnlab_switch::ofp::codec::*;
@@ -22,30 +22,6 @@ use dcnlab_switch::packet::{crc32c, inet_csum, Field, Key};
 
 fn datapath(mode: SelectMode) -> Datapath {
     common::datapath(mode, FailMode::Secure, 4, 7)
-}
-
-/// An OFPFC_ADD flow mod (the fields the cases vary; the rest as a controller sends).
-fn add(table: u8, prio: u16, fields: Vec<Oxm>, instrs: Vec<Instruction>) -> Body {
-    Body::FlowMod(Box::new(FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
-        table_id: table,
-        command: OFPFC_ADD,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        priority: prio,
-        buffer_id: OFP_NO_BUFFER,
-        out_port: OFPP_ANY,
-        out_group: OFPG_ANY,
-        flags: 0,
-        matches: Match { fields },
-        instructions: instrs,
-    }))
-}
-
-fn flow(dp: &mut Datapath, table: u8, prio: u16, fields: Vec<Oxm>, instrs: Vec<Instruction>) {
-    let r = send(dp, add(table, prio, fields, instrs));
-    assert!(r.is_empty(), "flow mod refused: {r:?}");
 }
 
 /// The one error a flow mod got, as (type, code).

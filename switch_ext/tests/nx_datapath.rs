@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::send;
+use common::{add as flow_mod, flow, send};
 use dcnlab_switch::datapath::{Datapath, FailMode, MAX_RESUBMIT_DEPTH};
 use dcnlab_switch::group::SelectMode;
 use dcnlab_switch::ofp::codec::*;
@@ -85,30 +85,6 @@ fn nx_fields_need_their_prerequisites_like_ovs() {
 
 fn reg_match(n: u8, v: u32) -> Oxm {
     Oxm { class: NXM_CLASS_1, field: n, experimenter: None, value: v.to_be_bytes().to_vec(), mask: None }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn flow_mod(table: u8, prio: u16, fields: Vec<Oxm>, instrs: Vec<Instruction>) -> Body {
-    Body::FlowMod(Box::new(FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
-        table_id: table,
-        command: OFPFC_ADD,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        priority: prio,
-        buffer_id: OFP_NO_BUFFER,
-        out_port: OFPP_ANY,
-        out_group: OFPG_ANY,
-        flags: 0,
-        matches: Match { fields },
-        instructions: instrs,
-    }))
-}
-
-fn flow(dp: &mut Datapath, table: u8, prio: u16, fields: Vec<Oxm>, instrs: Vec<Instruction>) {
-    let r = send(dp, flow_mod(table, prio, fields, instrs));
-    assert!(r.is_empty(), "flow mod refused: {r:?}");
 }
 
 fn apply(a: Vec<Action>) -> Vec<Instruction> {

@@ -144,7 +144,8 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _inter_edge_pairs(spec: TopologySpec, n: int, seed: int) -> list[tuple[str, str]]:
+def inter_edge_pairs(spec: TopologySpec, n: int, seed: int) -> list[tuple[str, str]]:
+    """``n`` random (client, server) host pairs on different edge switches."""
     rng = random.Random(seed)
     edge = {h.name: h.interfaces[0].switch for h in spec.hosts}
     out: list[tuple[str, str]] = []
@@ -158,7 +159,7 @@ def _inter_edge_pairs(spec: TopologySpec, n: int, seed: int) -> list[tuple[str, 
 def connect_speed(net: Network, spec: TopologySpec) -> tuple[dict[str, Any], list[str]]:
     """connect() latency under this app, then under ECMP on the same network (the
     controller restarted with the ECMP app, and restarted back afterwards)."""
-    pairs = _inter_edge_pairs(spec, SPEED_PAIRS, seed=7)
+    pairs = inter_edge_pairs(spec, SPEED_PAIRS, seed=7)
     fields: dict[str, Any] = {}
     failures: list[str] = []
     app = net.app

@@ -2,7 +2,8 @@
 
 use dcnlab_switch::datapath::{Datapath, DpConfig, FailMode};
 use dcnlab_switch::group::SelectMode;
-use dcnlab_switch::ofp::codec::{Body, Msg, PortDesc};
+use dcnlab_switch::ofp::codec::{Body, FlowMod, Instruction, Match, Msg, Oxm, PortDesc};
+use dcnlab_switch::ofp::consts::{OFPFC_ADD, OFPG_ANY, OFPP_ANY, OFP_NO_BUFFER};
 
 /// A datapath with 4 tables and ports 1..=`ports` (MAC 02:00:00:00:00:<port>), up and
 /// connected to a controller.
@@ -31,4 +32,31 @@ pub fn datapath(mode: SelectMode, fail: FailMode, ports: u32, seed: u64) -> Data
 pub fn send(dp: &mut Datapath, body: Body) -> Vec<Msg> {
     dp.handle_raw(&Msg::new(9, body).encode(), 0);
     std::mem::take(&mut dp.ctrl)
+}
+
+/// An OFPFC_ADD flow mod (the fields the cases vary; the rest as a controller sends).
+#[allow(dead_code)] // not every test binary installs flows
+pub fn add(table: u8, prio: u16, fields: Vec<Oxm>, instrs: Vec<Instruction>) -> Body {
+    Body::FlowMod(Box::new(FlowMod {
+        cookie: 0,
+        cookie_mask: 0,
+        table_id: table,
+        command: OFPFC_ADD,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority: prio,
+        buffer_id: OFP_NO_BUFFER,
+        out_port: OFPP_ANY,
+        out_group: OFPG_ANY,
+        flags: 0,
+        matches: Match { fields },
+        instructions: instrs,
+    }))
+}
+
+/// Installs a flow; fails the test if the datapath refuses it.
+#[allow(dead_code)] // not every test binary installs flows
+pub fn flow(dp: &mut Datapath, table: u8, prio: u16, fields: Vec<Oxm>, instrs: Vec<Instruction>) {
+    let r = send(dp, add(table, prio, fields, instrs));
+    assert!(r.is_empty(), "flow mod refused: {r:?}");
 }
