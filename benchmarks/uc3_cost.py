@@ -21,9 +21,13 @@ How agents read flows, measured here (2026-11-23, 2 cores shared with other work
 per report: forking ``ss -tin`` about 5 ms; an in-process sock_diag dump about 0.48 ms
 (almost all of it the kernel walking the whole TCP hash table, sized by the machine's
 memory, whatever the number of flows); walking the program's map, which is what the
-agent does now, about 0.09 ms with 4 flows: 64 agents every 0.2 s take about 3 % of one
-core (goal: below 10 %).  An allocation round over 10,000 flows on
-fattree:8 takes about 55 ms, close to the 50 ms default interval.
+agent does now, about 0.09 ms with 4 flows when timed back to back.  The agent's whole
+tick at its real pace (0.2 s apart: caches cold after each sleep, the state file once a
+second) costs about 0.5 ms on the loaded machine: 64 agents every 0.2 s about 17 % of
+one core, above the 10 % goal (end to end, with the controller's allocations,
+``dcnlab check --topo dumbbell:64,2,16 --app uc3`` measured 0.57 cores at 0.1 s reports).
+An allocation round over 10,000 flows on fattree:8 takes about 55 ms, close to the 50 ms
+default interval.
 """
 
 from __future__ import annotations

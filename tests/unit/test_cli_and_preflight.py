@@ -123,3 +123,30 @@ def test_unknown_scenario_is_named_with_the_valid_ones(monkeypatch: pytest.Monke
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "'clients7'" in err and "clients4, clients16" in err and "needs root" not in err
+
+
+class _PingHost:
+    """A host whose ping answers from a script: per destination, one reply per call."""
+
+    def __init__(self, name: str, ip: str, replies: dict[str, list[bool]]) -> None:
+        self.name, self.ip, self.replies = name, ip, replies
+
+    def IP(self) -> str:  # noqa: N802 - Mininet's spelling
+        return self.ip
+
+    def cmd(self, command: str) -> str:
+        script = self.replies.get(command.split()[-1])
+        ok = script.pop(0) if script else True
+        return f"1 packets transmitted, {1 if ok else 0} received"
+
+
+def test_all_pairs_ping_gives_lost_first_pings_a_second_chance() -> None:
+    from dcnlab.check import all_pairs_ping
+
+    a = _PingHost("h1", "10.0.0.1", {"10.0.0.2": [False, True],     # ARP was slow
+                                     "10.0.0.3": [False, False]})  # unreachable
+    b, c = _PingHost("h2", "10.0.0.2", {}), _PingHost("h3", "10.0.0.3", {})
+    first, unreachable, pairs = all_pairs_ping([a, b, c])
+    assert pairs == 6
+    assert first == [("h1", "h2"), ("h1", "h3")]
+    assert unreachable == [("h1", "h3")]
