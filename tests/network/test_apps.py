@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from dcnlab.check import check, inter_pod_pairs
+from dcnlab.check import all_pairs_ping, check, inter_pod_pairs
 from dcnlab.topo.network import Network
 from dcnlab.topo.spec import parse
 
@@ -113,7 +113,11 @@ def test_discovery_mode_learns_fabric_and_hosts() -> None:
                 break
             time.sleep(0.3)
         assert state.get("links") == 4 and state.get("settled"), state
-        assert net.mn.pingAll(timeout=2) == 0.0
+        # A host is located by its first ARP, so a first ping may be lost while the
+        # controller probes for its target (seen ~1 run in 3): every pair must answer
+        # by its second chance.
+        first, unreachable, _ = all_pairs_ping(net.mn.hosts)
+        assert unreachable == [], (first, unreachable)
         time.sleep(0.5)
         state = net.state() or {}
         assert state["mode"] == "discovery"
