@@ -113,8 +113,6 @@ class TcpPath(FabricApp):
         if self.mode_wanted not in MODES:
             raise ValueError(f"{ENV_MODE}={self.mode_wanted!r}: use one of {', '.join(MODES)}")
         self.nx: dict[int, bool] = {}  # switch -> speaks the Nicira extensions we use
-        # switch -> aged flows re-explore there (not on Open vSwitch: dpl.reexplores)
-        self.reexplore: dict[int, bool] = {}
         self.dataplane = False  # the mode in force (decided once every switch described)
         self.dp = dpl.DataplaneView()
         self.elephants = self.elephant_filter()
@@ -146,8 +144,7 @@ class TcpPath(FabricApp):
             for dpid, sw in compiled.items():
                 if self.dataplane:
                     dpl.rebuild(sw, self._switch_ports(dpid), self.elephants,
-                                self.idle_timeout, max(1, math.ceil(self.lock_timeout)),
-                                self.reexplore.get(dpid, False))
+                                self.idle_timeout, max(1, math.ceil(self.lock_timeout)))
                     continue
                 ports = {h.port for h in self.view.hosts_on(dpid)}
                 sw.flows.update(rules.static_entries(ports, self.elephants,
@@ -216,11 +213,6 @@ class TcpPath(FabricApp):
 
     def switch_described(self, dp: Any, mfr: str, hw: str, sw: str) -> None:
         self.nx[dp.id] = dpl.speaks_nicira(mfr, sw)
-        reexplore = dpl.reexplores(mfr)
-        if self.reexplore.get(dp.id) != reexplore:
-            self.reexplore[dp.id] = reexplore
-            self._compiled_version = -1
-            self.push_changes()
         self._decide_mode()
         if self.elephants is not None and mfr.startswith("Nicira") and (
                 dp.id not in self.port_masks):

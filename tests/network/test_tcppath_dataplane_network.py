@@ -136,24 +136,22 @@ def test_connections_complete_without_packet_in(net: Network) -> None:
 
 def test_idle_flow_ages_out_and_its_next_packet_re_explores(net: Network) -> None:
     """One connection sends, stays quiet past the idle timeout (its entries age out), then
-    sends again (ten exchanges 0.1 s apart): they complete.  On switch_ext the switches
-    explore and confirm the connection again (the first packet of the answering direction
-    may miss fresh locks; the flow keeps sending, as a flow that re-explores does); on
-    Open vSwitch the aged flow takes the default routes instead (dataplane.reexplores)."""
+    sends again (ten exchanges 0.1 s apart): they complete, and the switches explore and
+    confirm the connection again.  (The first packet of the answering direction may miss
+    the new locks on switches whose datapath cache still holds that tuple's old flow --
+    Open vSwitch revalidates it a moment later -- so the flow keeps sending, as a flow
+    that re-explores does.)"""
     src, dst, sport = "h2", "h15", 43000
     before = _counters(net)
     proc = net.host(src).popen([sys.executable, "-c", QUIET_CLIENT, net.host(dst).IP(),
-                                str(PORT), str(sport), str(IDLE + 3)], stdout=-1, stderr=-1)
-    out, err = proc.communicate(timeout=60)
-    assert out.decode().strip() == "!" * 11, err.decode()[-800:]
+                                str(PORT), str(sport), str(IDLE + 3)], stdout=-1)
+    out, _ = proc.communicate(timeout=60)
+    assert out.decode().strip() == "!" * 11
     time.sleep(1.5)
     after = _counters(net)
     assert after["tcppath_flows_aged"] - before.get("tcppath_flows_aged", 0) >= 1
     confirmations = [f for f in (net.state() or {})["tcppath"]["recent"]
                      if f["src"] == net.host(src).IP() and f["sport"] == sport]
-    if net.ovs is not None:  # no re-exploration there (dataplane.reexplores): default routes
-        assert len(confirmations) == 1, (confirmations, before, after)
-        return
     assert len(confirmations) >= 2, (confirmations, before, after)  # SYN's path, new one
     assert after["tcppath_explorations"] - before.get("tcppath_explorations", 0) >= 2
     assert after.get("tcppath_tcp_packet_in", 0) == 0

@@ -33,10 +33,6 @@ def _ev(**msg: Any) -> SimpleNamespace:
     return SimpleNamespace(msg=SimpleNamespace(**msg))
 
 
-# switch_ext's description: re-exploration is on there (not on Open vSwitch).
-EXT = {"mfr": "dcnlab", "sw": "dcnlab-switch nx=resubmit,learn"}
-
-
 class Fabric:
     """The app (data-plane mode), fake datapaths and the fake network they program."""
 
@@ -185,7 +181,7 @@ def test_app_reads_its_counters_and_paths_from_flow_stats(
 
 def test_ageing_then_re_exploration_of_a_flow_still_sending(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    fab = Fabric(TcpPath, tmp_path, monkeypatch, DCNLAB_TCPPATH_IDLE="2", **EXT)
+    fab = Fabric(TcpPath, tmp_path, monkeypatch, DCNLAB_TCPPATH_IDLE="2")
     h1, h5 = fab.host("h1"), fab.host("h5")
     fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
     fab.send(h5, h1, 5001, 40000, SYNACK)
@@ -218,27 +214,6 @@ def test_ageing_then_re_exploration_of_a_flow_still_sending(
             if f["sport"] == 40000] == [[5, 2, 7]]
 
 
-def test_on_open_vswitch_an_aged_flow_takes_the_default_routes(
-        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    fab = Fabric(TcpPath, tmp_path, monkeypatch, DCNLAB_TCPPATH_IDLE="2")  # OVS
-    h1, h5 = fab.host("h1"), fab.host("h5")
-    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
-    fab.send(h5, h1, 5001, 40000, SYNACK)
-    assert fab.path_holding_entries() == [3, 5, 7]
-    fab.age(4.0)
-    assert fab.path_holding_entries() == []
-    data = fab.send(h1, h5, 40000, 5001, ACK, _fast_via(2))
-    (got,) = data.to(h5.ip)
-    assert got["tcp_flags"] == ACK and data.hops == 2  # default route, no copies
-    fab.send(h5, h1, 5001, 40000, ACK)
-    assert fab.path_holding_entries() == []  # nothing explored, nothing to confirm
-    # A new connection's SYN still explores there.
-    fab.send(h1, h5, 40001, 5001, SYN, _fast_via(2))
-    fab.send(h5, h1, 5001, 40001, SYNACK)
-    fab.poll()
-    assert fab.app.counters["tcppath_explorations"] == 2
-
-
 def test_same_edge_connection_is_explored_locally(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     fab = Fabric(TcpPath, tmp_path, monkeypatch)
@@ -251,7 +226,7 @@ def test_same_edge_connection_is_explored_locally(
 
 def test_path_fail_removes_the_flow_everywhere_and_its_next_packet_recovers(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    fab = Fabric(TcpPath, tmp_path, monkeypatch, **EXT)
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
     h1, h5 = fab.host("h1"), fab.host("h5")
     fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
     fab.send(h5, h1, 5001, 40000, SYNACK)
@@ -314,7 +289,7 @@ def test_only_the_client_side_re_explores(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """After ageing, the server's packets (source port below 32768) take the default
     routes; the client's next packet explores, and the server's answer confirms."""
-    fab = Fabric(TcpPath, tmp_path, monkeypatch, DCNLAB_TCPPATH_IDLE="2", **EXT)
+    fab = Fabric(TcpPath, tmp_path, monkeypatch, DCNLAB_TCPPATH_IDLE="2")
     h1, h5 = fab.host("h1"), fab.host("h5")
     fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
     fab.send(h5, h1, 5001, 40000, SYNACK)

@@ -203,17 +203,10 @@ def _entry(table: int, priority: int, actions: Iterable[Action], cookie: int | N
     return FlowEntry(priority, match(**fields), tuple(actions), table_id=table, cookie=cookie)
 
 
-def _explore_matches(elephants: ElephantFilter | None, reexplore: bool = True,
-                     ) -> list[dict[str, object]]:
-    """The extra match fields of the explore entries at a host port: SYNs, and (when the
-    switch re-explores) packets from an ephemeral source port (:data:`EPHEMERAL`, as
-    ``reg5`` = ``tcp_src``: every switch masks registers); TFE: of an elephant (source
-    port range or DSCP)."""
-    out = _all_explore_matches(elephants)
-    return out if reexplore else [m for m in out if "tcp_flags" in m]
-
-
-def _all_explore_matches(elephants: ElephantFilter | None) -> list[dict[str, object]]:
+def _explore_matches(elephants: ElephantFilter | None) -> list[dict[str, object]]:
+    """The extra match fields of the explore entries at a host port: SYNs, and packets
+    from an ephemeral source port (:data:`EPHEMERAL`, as ``reg5`` = ``tcp_src``: every
+    switch masks registers); TFE: of an elephant (source port range or DSCP)."""
     syn = {"tcp_flags": (TCP_SYN, TCP_SYN | TCP_ACK)}
     ephemeral = {REG_SPORT: (EPHEMERAL, EPHEMERAL)}
     if elephants is None:
@@ -230,7 +223,7 @@ def _all_explore_matches(elephants: ElephantFilter | None) -> list[dict[str, obj
 
 
 def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout: int,
-             lock_timeout: int, reexplore: bool = True) -> list[FlowEntry]:
+             lock_timeout: int) -> list[FlowEntry]:
     """The static entries of one switch (tables 0..6; DEFAULT comes from the policy)."""
     learn = learn_seen_and_lock(lock_timeout)
     explore = (("resubmit", T_SEEN), ("resubmit", T_DECIDE))
@@ -257,7 +250,7 @@ def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout:
     # FLOW: misses from a host explore, a SYN always, another packet only from the client
     # side (an ephemeral source port), so that one side of a connection re-explores
     for _, port in ports.hosts:
-        for extra in _explore_matches(elephants, reexplore):
+        for extra in _explore_matches(elephants):
             out.append(_entry(T_FLOW, 2, explore, in_port=port, **extra, **_TCP))
     out.append(_entry(T_FLOW, 0, (("resubmit", T_DEFAULT),)))
     # DECIDE
@@ -290,7 +283,7 @@ def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout:
 
 
 def rebuild(rules: SwitchRules, ports: SwitchPorts, elephants: ElephantFilter | None,
-            idle_timeout: int, lock_timeout: int, reexplore: bool = True) -> None:
+            idle_timeout: int, lock_timeout: int) -> None:
     """Turn a switch's compiled policy into the data-plane pipeline, in place: punts stay
     in MAIN, the routes move to DEFAULT, the pipeline's entries join them."""
     moved = set()
@@ -300,7 +293,7 @@ def rebuild(rules: SwitchRules, ports: SwitchPorts, elephants: ElephantFilter | 
         else:
             moved.add(FlowEntry(entry.priority, entry.match, entry.actions, T_DEFAULT,
                                 entry.idle_timeout, entry.hard_timeout, entry.cookie))
-    moved.update(pipeline(ports, elephants, idle_timeout, lock_timeout, reexplore))
+    moved.update(pipeline(ports, elephants, idle_timeout, lock_timeout))
     rules.flows = moved
 
 
@@ -312,14 +305,6 @@ def kind_of(cookie: int) -> int | None:
 
 
 # -- what the controller does with a data-plane switch ------------------------------------
-
-
-def reexplores(mfr: str) -> bool:
-    """Whether aged flows re-explore on this switch.  Not on Open vSwitch: its datapath
-    cache can replay a previous exploration's decisions to a re-explored connection, which
-    the network test saw reset (broken pipe) about one run in three; there an aged flow
-    takes the default routes, as the paper allows, until that is understood."""
-    return not mfr.startswith("Nicira")
 
 
 def speaks_nicira(mfr: str, sw: str) -> bool:
