@@ -134,9 +134,6 @@ def test_connections_complete_without_packet_in(net: Network) -> None:
             assert _walk(net, tables, b, a, PORT, 42000 + i) == there[::-1]
 
 
-@pytest.mark.skip(reason="known bug, issue #15: a re-explored connection is sometimes reset "
-                         "(broken pipe, about 1 run in 3, on ovs and on ext); re-exploration "
-                         "is covered in memory by test_tcppath_dataplane.py")
 def test_idle_flow_ages_out_and_its_next_packet_re_explores(net: Network) -> None:
     """One connection sends, stays quiet past the idle timeout (its entries age out), then
     sends again (ten exchanges 0.1 s apart): they complete, and the switches explore and
@@ -147,9 +144,14 @@ def test_idle_flow_ages_out_and_its_next_packet_re_explores(net: Network) -> Non
     src, dst, sport = "h2", "h15", 43000
     before = _counters(net)
     proc = net.host(src).popen([sys.executable, "-c", QUIET_CLIENT, net.host(dst).IP(),
-                                str(PORT), str(sport), str(IDLE + 3)], stdout=-1)
-    out, _ = proc.communicate(timeout=60)
-    assert out.decode().strip() == "!" * 11
+                                str(PORT), str(sport), str(IDLE + 3)], stdout=-1, stderr=-1)
+    out, err = proc.communicate(timeout=60)
+    if proc.returncode and "BrokenPipeError" in err.decode():
+        # Known bug, issue #15: a re-explored connection is sometimes reset (about 1 run
+        # in 3, on ovs and on ext).  Only this exact symptom is expected; anything else
+        # fails below.
+        pytest.xfail("issue #15: re-explored connection reset (broken pipe)")
+    assert out.decode().strip() == "!" * 11, err.decode()[-800:]
     time.sleep(1.5)
     after = _counters(net)
     assert after["tcppath_flows_aged"] - before.get("tcppath_flows_aged", 0) >= 1
