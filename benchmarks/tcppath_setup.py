@@ -18,6 +18,26 @@
         [--switch ovs|ext] [--modes ecmp,controller,dataplane]
 
 Prints one JSON document.
+
+Measured (2026-11-24, commit e599e81, spineleaf:4,4,4, 20 pairs x 5 connections, under
+the measurement lock at raised priority on the shared 2-core machine; connect() ms):
+
+=========  ================  ==================  ==================  ===============
+switch     ECMP p50 / p99    controller p50/p99  data plane p50/p99  conn/s E/C/D
+=========  ================  ==================  ==================  ===============
+ovs        1.55 / 13.8       14.7 / 37.3 (9.5x)  5.62 / 44.0 (3.6x)  706 / 78 / 203
+ext        0.73 / 5.0        8.17 / 27.5 (11x)   1.24 / 67.8 (1.7x)  661 / 126 / 428
+=========  ================  ==================  ==================  ===============
+
+Zero TCP packet-ins per connection in data-plane mode on both switches (controller
+mode: 24).  The issue's goal (data-plane p50 <= 1.2x ECMP's, p99 <= 2x) is NOT met:
+ext 1.7x / 13.6x, ovs 3.6x / 3.2x.  Where the time goes is not measured yet; known
+costs: on Open vSwitch every exploration copy and every learned entry passes its
+user-space slow path (20 copies at the leaves per exploration against the paper's 12,
+because copies race ahead of the learned entries), where ECMP's select group hits the
+datapath cache; switch_ext looks flows up linearly, and the learned per-flow entries
+(about three per connection per switch, idle 10 s) lengthen every table the
+handshake's packets walk.
 """
 
 from __future__ import annotations
