@@ -36,7 +36,7 @@ costs: on Open vSwitch every exploration copy and every learned entry passes its
 user-space slow path (20 copies at the leaves per exploration against the paper's 12,
 because copies race ahead of the learned entries), where ECMP's select group hits the
 datapath cache; switch_ext looks flows up linearly, and the learned per-flow entries
-(about three per connection per switch, idle 10 s) lengthen every table the
+(per connection and switch, idle 10 s) lengthen every table the
 handshake's packets walk.
 """
 
