@@ -4,10 +4,12 @@
 //! second.  One thread, one epoll set (listener, connections, a signalfd), nonblocking
 //! sockets; it sleeps until the next report, an auth deadline or a socket event.
 
-use crate::bpf::{self, FlowSample, Map as BpfMap, FLOW_VALUE_LEN};
-use crate::proto::{self, float, ControllerMessage, FrameReader, Keys, Kind, SeqCheck, Tuple4};
+use crate::bpf::{self, Entries, FlowSample, Map as BpfMap, Scratch, FLOW_VALUE_LEN, KEY_LEN};
+use crate::proto::{self, ControllerMessage, FrameReader, Keys, Kind, SeqCheck, Tuple4};
+use crate::sha256::HmacKey;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -17,7 +19,7 @@ pub const READ_CHUNK: usize = 65536;
 /// At most this much unsent output per connection (a controller that stops reading);
 /// past it the connection is closed (asyncio's would buffer without a bound).
 pub const MAX_OUTPUT: usize = 64 << 20;
-/// The state file is rewritten at most this often (and at start and stop).
+/// The state file is rewritten at most this often, when it changed (and at start and stop).
 pub const STATE_PERIOD_S: f64 = 1.0;
 
 const TOKEN_LISTENER: u64 = 0;
@@ -94,33 +96,52 @@ pub struct Maps {
 #[derive(Default)]
 pub struct FlowSampler {
     last: HashMap<Tuple4, (u64, f64)>,
+    seen: HashMap<Tuple4, (u64, f64)>,
 }
 
 impl FlowSampler {
-    /// The report's `flows`: one object per sample, as FlowStats.to_dict.
-    pub fn sample(&mut self, flows: &[FlowSample], clamps: &Clamps, now: f64) -> Vec<Value> {
-        let mut seen = HashMap::with_capacity(flows.len());
-        let mut out = Vec::with_capacity(flows.len());
-        for f in flows {
+    /// The report's `flows` as JSON text: one object per sample, as FlowStats.to_dict
+    /// with sorted keys (written by hand: a report is the loop's most frequent work).
+    pub fn sample(&mut self, flows: &[FlowSample], clamps: &Clamps, now: f64) -> String {
+        self.seen.clear();
+        let mut out = String::with_capacity(64 + 256 * flows.len());
+        out.push('[');
+        for (i, f) in flows.iter().enumerate() {
             let mut tput = 0.0;
             if let Some(&(acked, at)) = self.last.get(&f.flow) {
                 if now > at && f.bytes_acked >= acked {
                     tput = (f.bytes_acked - acked) as f64 * 8.0 / (now - at);
                 }
             }
-            seen.insert(f.flow, (f.bytes_acked, now));
-            out.push(json!({
-                "flow": f.flow.to_json(),
-                "rtt_us": float(f.rtt_us),
-                "mss": f.mss.max(1),
-                "cwnd": f.cwnd,
-                "delivery_bps": float(f.delivery_bps),
-                "throughput_bps": float(tput),
-                "bytes_acked": f.bytes_acked,
-                "clamp": clamps.get(&f.flow).unwrap_or(0),
-            }));
+            self.seen.insert(f.flow, (f.bytes_acked, now));
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(
+                out,
+                "{{\"bytes_acked\":{},\"clamp\":{},\"cwnd\":{},\"delivery_bps\":",
+                f.bytes_acked,
+                clamps.get(&f.flow).unwrap_or(0),
+                f.cwnd
+            );
+            proto::write_float(&mut out, f.delivery_bps);
+            let _ = write!(
+                out,
+                ",\"flow\":{{\"local\":\"{}\",\"lport\":{},\"remote\":\"{}\",\"rport\":{}}},\
+                 \"mss\":{},\"rtt_us\":",
+                proto::py_ip(&f.flow.local),
+                f.flow.lport,
+                proto::py_ip(&f.flow.remote),
+                f.flow.rport,
+                f.mss.max(1)
+            );
+            proto::write_float(&mut out, f.rtt_us);
+            out.push_str(",\"throughput_bps\":");
+            proto::write_float(&mut out, tput);
+            out.push('}');
         }
-        self.last = seen;
+        out.push(']');
+        std::mem::swap(&mut self.last, &mut self.seen);
         out
     }
 }
@@ -177,7 +198,7 @@ impl Clamps {
 
 struct Conn {
     stream: TcpStream,
-    keys: Keys,
+    sign: HmacKey, // keys.a2c, prepared
     reader: FrameReader,
     context: Vec<u8>, // bound into the MACs we send: nonce_c, then the session
     seq_in: SeqCheck,
@@ -216,7 +237,11 @@ pub struct Agent {
     conns: HashMap<u64, Conn>,
     next_token: u64,
     sampler: FlowSampler,
+    scratch: Scratch<KEY_LEN, FLOW_VALUE_LEN>,
+    entries: Entries<KEY_LEN, FLOW_VALUE_LEN>,
     state_written: f64,
+    state_text: String, // as last written
+    read_buf: Vec<u8>,
     epoll: OwnedFd,
     listener: TcpListener,
     signals: OwnedFd,
@@ -297,7 +322,11 @@ impl Agent {
             conns: HashMap::new(),
             next_token: 2,
             sampler: FlowSampler::default(),
+            scratch: Scratch::default(),
+            entries: Vec::new(),
             state_written: f64::NEG_INFINITY,
+            state_text: String::new(),
+            read_buf: vec![0; READ_CHUNK],
             epoll,
             listener,
             signals,
@@ -418,9 +447,9 @@ impl Agent {
             .map(|(t, _)| *t)
             .collect();
         if !tokens.is_empty() {
-            let report = json!({"type": "report", "flows": stats});
+            let head = format!("{{\"flows\":{stats},\"seq\":");
             for token in tokens {
-                self.send(token, report.clone());
+                self.send_text(token, &head, ",\"type\":\"report\"}");
             }
         }
         if now - self.state_written >= STATE_PERIOD_S {
@@ -428,23 +457,38 @@ impl Agent {
         }
     }
 
-    /// Every established flow of the cgroup, as the program last saw it.
-    pub fn flow_samples(&self) -> Vec<FlowSample> {
-        let keys = match self.maps.flows.keys(bpf::FLOWS_MAX) {
-            Ok(keys) => keys,
+    /// Every established flow of the cgroup, as the program last saw it: one batched
+    /// read of the flows map (or a walk, two syscalls per flow, where batching is not
+    /// supported).
+    pub fn flow_samples(&mut self) -> Vec<FlowSample> {
+        let mut entries = std::mem::take(&mut self.entries);
+        let read = self
+            .maps
+            .flows
+            .entries(bpf::FLOWS_MAX, &mut self.scratch, &mut entries);
+        match read {
+            Ok(true) => {}
+            Ok(false) => entries = self.walk_flows(),
             Err(e) => {
                 log("WARNING", &format!("reading the flows map: {e}"));
-                return Vec::new();
+                entries.clear();
             }
-        };
+        }
+        let out = entries
+            .iter()
+            .filter_map(|(key, val)| bpf::flow_from_key(key).map(|f| bpf::flow_sample(f, val)))
+            .collect();
+        self.entries = entries;
+        out
+    }
+
+    fn walk_flows(&self) -> Vec<([u8; KEY_LEN], [u8; FLOW_VALUE_LEN])> {
+        let keys = self.maps.flows.keys(bpf::FLOWS_MAX).unwrap_or_default();
         let mut out = Vec::with_capacity(keys.len());
-        let mut val = [0u8; FLOW_VALUE_LEN];
-        for key in &keys {
-            if let (Ok(true), Some(flow)) = (
-                self.maps.flows.lookup(key, &mut val),
-                bpf::flow_from_key(key),
-            ) {
-                out.push(bpf::flow_sample(flow, &val));
+        for key in keys {
+            let mut val = [0u8; FLOW_VALUE_LEN];
+            if let Ok(true) = self.maps.flows.lookup(&key, &mut val) {
+                out.push((key, val));
             }
         }
         out
@@ -465,6 +509,8 @@ impl Agent {
         out
     }
 
+    /// The state file, when its content changed (at most once a second from `tick`):
+    /// a rename costs ~0.1 ms here, more than the rest of a report.
     fn write_state(&mut self) {
         let Some(path) = self.cfg.state_file.clone() else {
             return;
@@ -474,17 +520,21 @@ impl Agent {
             "cgroup": self.cfg.cgroup, "pins": self.cfg.pins, "port": self.cfg.port,
             "clamps": self.clamps.len(), "rejected": self.rejected, "refused": self.refused,
             "over_cap": self.over_cap, "bpf": self.bpf_stats(),
-        });
+        })
+        .to_string();
+        self.state_written = monotonic();
+        if state == self.state_text {
+            return;
+        }
         let tmp = path.with_extension("tmp");
-        let result =
-            std::fs::write(&tmp, state.to_string()).and_then(|_| std::fs::rename(&tmp, &path));
-        if let Err(e) = result {
-            log(
+        let result = std::fs::write(&tmp, &state).and_then(|_| std::fs::rename(&tmp, &path));
+        match result {
+            Ok(()) => self.state_text = state,
+            Err(e) => log(
                 "ERROR",
                 &format!("writing the state file {}: {e}", path.display()),
-            );
+            ),
         }
-        self.state_written = monotonic();
     }
 
     // -- clamps --------------------------------------------------------------
@@ -596,7 +646,7 @@ impl Agent {
             Conn {
                 stream,
                 reader: FrameReader::new(keys.c2a, Vec::new()),
-                keys,
+                sign: HmacKey::new(&keys.a2c),
                 context: Vec::new(),
                 seq_in: SeqCheck::default(),
                 seq_out: 0,
@@ -692,7 +742,13 @@ impl Agent {
     }
 
     fn read(&mut self, token: u64) {
-        let mut buf = [0u8; READ_CHUNK];
+        // Reused: zeroing 64 KiB per read was a visible share of a message's cost.
+        let mut buf = std::mem::take(&mut self.read_buf);
+        self.read_into(token, &mut buf);
+        self.read_buf = buf;
+    }
+
+    fn read_into(&mut self, token: u64, buf: &mut [u8]) {
         loop {
             let Some(conn) = self.conns.get_mut(&token) else {
                 return;
@@ -700,7 +756,7 @@ impl Agent {
             if conn.closing {
                 return;
             }
-            match conn.stream.read(&mut buf) {
+            match conn.stream.read(buf) {
                 Ok(0) => return self.drop_conn(token),
                 Ok(n) => {
                     if !self.received(token, &buf[..n]) {
@@ -809,8 +865,12 @@ impl Agent {
         match done {
             Err(e) => self.reject(token, &format!("{} failed: {e}", msg.kind.name())),
             Ok(()) => {
-                let ack = json!({"type": "ack", "ack_seq": msg.seq, "clamps": self.clamps.len()});
-                self.send(token, ack);
+                let head = format!(
+                    "{{\"ack_seq\":{},\"clamps\":{},\"seq\":",
+                    msg.seq,
+                    self.clamps.len()
+                );
+                self.send_text(token, &head, ",\"type\":\"ack\"}");
             }
         }
     }
@@ -823,6 +883,7 @@ impl Agent {
         self.send(token, json!({"type": "error", "reason": reason}));
     }
 
+    /// Send a message built with serde_json (the rare ones: hello, error).
     fn send(&mut self, token: u64, message: Value) {
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
@@ -832,7 +893,30 @@ impl Agent {
             unreachable!("messages are objects")
         };
         message.insert("seq".into(), Value::from(conn.seq_out));
-        match proto::encode(&message, &conn.keys.a2c, &conn.context) {
+        let frame = serde_json::to_vec(&message)
+            .map_err(|e| proto::ProtocolError::new(format!("cannot encode: {e}")))
+            .and_then(|payload| proto::encode_prepared(&payload, &conn.sign, &conn.context));
+        self.queue(token, frame);
+    }
+
+    /// Send `head` + seq + `tail`: a payload written by hand, keys in sorted order with
+    /// "seq" between `head` and `tail` (reports and acks).
+    fn send_text(&mut self, token: u64, head: &str, tail: &str) {
+        let Some(conn) = self.conns.get_mut(&token) else {
+            return;
+        };
+        conn.seq_out += 1;
+        let mut payload = String::with_capacity(head.len() + tail.len() + 20);
+        let _ = write!(payload, "{head}{}{tail}", conn.seq_out);
+        let frame = proto::encode_prepared(payload.as_bytes(), &conn.sign, &conn.context);
+        self.queue(token, frame);
+    }
+
+    fn queue(&mut self, token: u64, frame: proto::Result<Vec<u8>>) {
+        let Some(conn) = self.conns.get_mut(&token) else {
+            return;
+        };
+        match frame {
             Ok(frame) => {
                 if conn.out.len() - conn.sent + frame.len() > MAX_OUTPUT {
                     log(
@@ -953,25 +1037,47 @@ mod tests {
         let mut clamps = Clamps::default();
         clamps.set(flow(1), 7);
         let mut s = FlowSampler::default();
-        let first = s.sample(&[sample(1000)], &clamps, 10.0);
+        let parse = |text: String| -> Vec<Value> { serde_json::from_str(&text).unwrap() };
+        let first = parse(s.sample(&[sample(1000)], &clamps, 10.0));
         assert_eq!(first[0]["throughput_bps"].as_f64(), Some(0.0));
         assert_eq!(first[0]["mss"], 1); // max(mss, 1)
         assert_eq!(first[0]["clamp"], 7);
-        let second = s.sample(&[sample(3000)], &clamps, 10.5);
+        assert_eq!(first[0]["rtt_us"].as_f64(), Some(100.0));
+        assert_eq!(first[0]["delivery_bps"].as_f64(), Some(5.0));
+        assert_eq!(first[0]["bytes_acked"], 1000);
+        assert_eq!(first[0]["cwnd"], 10);
+        let second = parse(s.sample(&[sample(3000)], &clamps, 10.5));
         assert_eq!(
             second[0]["throughput_bps"].as_f64(),
             Some(2000.0 * 8.0 / 0.5)
         );
         // a counter that went back (a new flow on the same tuple): no throughput
-        let third = s.sample(&[sample(10)], &Clamps::default(), 11.0);
+        let third = parse(s.sample(&[sample(10)], &Clamps::default(), 11.0));
         assert_eq!(third[0]["throughput_bps"].as_f64(), Some(0.0));
         assert_eq!(third[0]["clamp"], 0);
         assert_eq!(
             third[0]["flow"],
             json!({"local": "10.0.0.1", "lport": 1, "remote": "10.0.1.1", "rport": 5201})
         );
+        assert_eq!(third[0].as_object().unwrap().len(), 8); // FlowStats.to_dict's keys
+                                                            // keys in sorted order, as json.dumps(sort_keys=True)
+        let text = s.sample(&[sample(10)], &clamps, 11.5);
+        let keys: Vec<usize> = [
+            "bytes_acked",
+            "clamp",
+            "cwnd",
+            "delivery_bps",
+            "flow",
+            "mss",
+            "rtt_us",
+            "throughput_bps",
+        ]
+        .iter()
+        .map(|k| text.find(&format!("\"{k}\"")).unwrap())
+        .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{text}");
         // a flow that left is forgotten
-        assert!(s.sample(&[], &clamps, 12.0).is_empty());
+        assert_eq!(s.sample(&[], &clamps, 12.0), "[]");
         assert!(s.last.is_empty());
     }
 

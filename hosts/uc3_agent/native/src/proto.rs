@@ -4,8 +4,8 @@
 //! session context and the bounds.  Error messages are those of `protocol.py` (the
 //! controller logs them), Python's reprs included.
 
-use crate::sha256::{ct_eq, hmac_sha256};
-use serde_json::{Map, Number, Value};
+use crate::sha256::{ct_eq, hmac_sha256, HmacKey};
+use serde_json::{Map, Value};
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -233,6 +233,16 @@ pub fn session_context(nonce_c: &str, nonce_a: &str) -> Result<Vec<u8>> {
 pub fn encode(message: &Map<String, Value>, key: &[u8], context: &[u8]) -> Result<Vec<u8>> {
     let payload = serde_json::to_vec(message)
         .map_err(|e| ProtocolError::new(format!("cannot encode: {e}")))?;
+    encode_payload(&payload, key, context)
+}
+
+/// A signed frame of a payload already encoded as JSON.
+pub fn encode_payload(payload: &[u8], key: &[u8], context: &[u8]) -> Result<Vec<u8>> {
+    encode_prepared(payload, &HmacKey::new(key), context)
+}
+
+/// As `encode_payload`, with a prepared key.
+pub fn encode_prepared(payload: &[u8], key: &HmacKey, context: &[u8]) -> Result<Vec<u8>> {
     if payload.len() > MAX_PAYLOAD {
         return err(format!(
             "message of {} bytes exceeds {MAX_PAYLOAD}",
@@ -244,10 +254,21 @@ pub fn encode(message: &Map<String, Value>, key: &[u8], context: &[u8]) -> Resul
     frame.push(VERSION);
     frame.push(0);
     frame.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-    let mac = hmac_sha256(key, &[context, &frame[..HEADER_LEN], &payload]);
+    let mac = key.mac(&[context, &frame[..HEADER_LEN], payload]);
     frame.extend_from_slice(&mac);
-    frame.extend_from_slice(&payload);
+    frame.extend_from_slice(payload);
     Ok(frame)
+}
+
+/// A finite float as JSON text that parses back to the same value (Rust's shortest
+/// round-trip form: `2500.0`, `1e16`, `1.5e-7`); non-finite values, which no figure
+/// reaches, as `0.0`.
+pub fn write_float(out: &mut String, x: f64) {
+    if x.is_finite() {
+        let _ = write!(out, "{x:?}");
+    } else {
+        out.push_str("0.0");
+    }
 }
 
 /// Every number token of a payload within the bounds `protocol.py` puts on the text as
@@ -318,7 +339,7 @@ pub fn decode_payload(payload: &[u8]) -> Result<Map<String, Value>> {
 /// Incremental decoder: push bytes, pop verified JSON objects one at a time.  Errors in
 /// the header or the MAC lose the framing: the caller must close the connection.
 pub struct FrameReader {
-    pub key: [u8; 32],
+    key: HmacKey,
     pub context: Vec<u8>,
     buf: Vec<u8>,
 }
@@ -326,7 +347,7 @@ pub struct FrameReader {
 impl FrameReader {
     pub fn new(key: [u8; 32], context: Vec<u8>) -> Self {
         FrameReader {
-            key,
+            key: HmacKey::new(&key),
             context,
             buf: Vec::new(),
         }
@@ -377,7 +398,7 @@ impl FrameReader {
         let frame: Vec<u8> = self.buf.drain(..total).collect();
         let (header, rest) = frame.split_at(HEADER_LEN);
         let (mac, payload) = rest.split_at(MAC_LEN);
-        let want = hmac_sha256(&self.key, &[&self.context, header, payload]);
+        let want = self.key.mac(&[&self.context, header, payload]);
         if !ct_eq(mac, &want) {
             return Err(ProtocolError {
                 msg: "HMAC mismatch: wrong key or session, or a tampered frame".into(),
@@ -649,11 +670,6 @@ impl SeqCheck {
         self.last = seq;
         Ok(())
     }
-}
-
-/// A float as JSON (finite; non-finite values, which no figure reaches, as 0.0).
-pub fn float(x: f64) -> Value {
-    Number::from_f64(x).map_or(Value::from(0.0f64.to_string()), Value::Number)
 }
 
 #[cfg(test)]
@@ -936,11 +952,25 @@ mod tests {
     }
 
     #[test]
-    fn floats_keep_python_values() {
-        assert_eq!(serde_json::to_string(&float(2500.0)).unwrap(), "2500.0");
-        assert_eq!(serde_json::to_string(&float(0.0)).unwrap(), "0.0");
-        let x = 115_840_000.5_f64;
-        let text = serde_json::to_string(&float(x)).unwrap();
-        assert_eq!(text.parse::<f64>().unwrap(), x);
+    fn written_floats_are_json_that_parses_back() {
+        for x in [
+            0.0,
+            2500.0,
+            1e16,
+            1.5e-7,
+            115_840_000.5,
+            123456.789,
+            f64::MAX,
+            5e-324,
+        ] {
+            let mut text = String::new();
+            write_float(&mut text, x);
+            let v: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v.as_f64(), Some(x), "{text}");
+            assert!(text.contains(['.', 'e']), "{text} would parse as an int");
+        }
+        let mut text = String::new();
+        write_float(&mut text, f64::NAN);
+        assert_eq!(text, "0.0");
     }
 }

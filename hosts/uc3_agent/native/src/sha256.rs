@@ -114,24 +114,44 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
     h.finish()
 }
 
+/// An HMAC-SHA256 key with its padded blocks already hashed: each MAC then costs two
+/// compressions fewer (a connection signs and checks every frame with one key).
+#[derive(Clone)]
+pub struct HmacKey {
+    inner: Sha256,
+    outer: Sha256,
+}
+
+impl HmacKey {
+    pub fn new(key: &[u8]) -> Self {
+        let mut k = [0u8; 64];
+        if key.len() > 64 {
+            k[..32].copy_from_slice(&sha256(key));
+        } else {
+            k[..key.len()].copy_from_slice(key);
+        }
+        let mut inner = Sha256::new();
+        inner.update(&k.map(|b| b ^ 0x36));
+        let mut outer = Sha256::new();
+        outer.update(&k.map(|b| b ^ 0x5c));
+        HmacKey { inner, outer }
+    }
+
+    /// The MAC of the concatenation of `parts` (no copy of the message).
+    pub fn mac(&self, parts: &[&[u8]]) -> [u8; 32] {
+        let mut inner = self.inner.clone();
+        for part in parts {
+            inner.update(part);
+        }
+        let mut outer = self.outer.clone();
+        outer.update(&inner.finish());
+        outer.finish()
+    }
+}
+
 /// HMAC-SHA256 over the concatenation of `parts` (no copy of the message).
 pub fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
-    let mut k = [0u8; 64];
-    if key.len() > 64 {
-        k[..32].copy_from_slice(&sha256(key));
-    } else {
-        k[..key.len()].copy_from_slice(key);
-    }
-    let mut inner = Sha256::new();
-    inner.update(&k.map(|b| b ^ 0x36));
-    for part in parts {
-        inner.update(part);
-    }
-    let inner = inner.finish();
-    let mut outer = Sha256::new();
-    outer.update(&k.map(|b| b ^ 0x5c));
-    outer.update(&inner);
-    outer.finish()
+    HmacKey::new(key).mac(parts)
 }
 
 /// Equality in time independent of where the inputs differ (as hmac.compare_digest).
@@ -232,6 +252,10 @@ block-size data. The key needs to be hashed before being used by the HMAC algori
             // the same message split in parts
             let (a, b) = data.split_at(data.len() / 3);
             assert_eq!(hex(&hmac_sha256(&key, &[a, b])), want);
+            // a prepared key, used twice
+            let prepared = HmacKey::new(&key);
+            assert_eq!(hex(&prepared.mac(&[&data])), want);
+            assert_eq!(hex(&prepared.mac(&[a, b])), want);
         }
         // RFC 4231 case 4: key 0x01..0x19, data 50 x 0xcd
         let key = unhex("0102030405060708090a0b0c0d0e0f10111213141516171819");
