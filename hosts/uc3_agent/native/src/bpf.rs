@@ -452,6 +452,89 @@ mod tests {
         assert!(Map::open("fd:x").is_err());
     }
 
+    /// A fresh hash map (root or CAP_BPF); None where this process may not create one
+    /// (a developer's unprivileged run: in CI, which runs as root, that is a failure).
+    fn hash_map(max_entries: u32) -> Option<Map> {
+        #[repr(C)]
+        #[derive(Default)]
+        struct CreateAttr {
+            map_type: u32,
+            key_size: u32,
+            value_size: u32,
+            max_entries: u32,
+            map_flags: u32,
+        }
+        let mut attr = CreateAttr {
+            map_type: 1, // BPF_MAP_TYPE_HASH
+            key_size: KEY_LEN as u32,
+            value_size: FLOW_VALUE_LEN as u32,
+            max_entries,
+            map_flags: 0,
+        };
+        match sys_bpf(0, &mut attr) {
+            // SAFETY: a new fd from the kernel, owned here.
+            Ok(fd) => Some(Map {
+                fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+                what: "test map".into(),
+            }),
+            Err(e) if std::env::var("CI").as_deref() != Ok("true") => {
+                eprintln!("skipping: cannot create a BPF map here ({e})");
+                None
+            }
+            Err(e) => panic!("cannot create a BPF map in CI: {e}"),
+        }
+    }
+
+    #[test]
+    fn batched_reads_see_what_a_walk_sees() {
+        let Some(map) = hash_map(FLOWS_MAX as u32) else {
+            return;
+        };
+        let mut scratch = Scratch::<KEY_LEN, FLOW_VALUE_LEN>::default();
+        let mut out = Vec::new();
+        assert!(map.entries(FLOWS_MAX, &mut scratch, &mut out).unwrap());
+        assert!(out.is_empty());
+        let flow = |i: u16| Tuple4 {
+            local: "10.0.0.1".parse().unwrap(),
+            lport: 1000 + i,
+            remote: "10.0.1.1".parse().unwrap(),
+            rport: 80,
+        };
+        // more than one batch (64) and more than the first buffer
+        for i in 0..300u16 {
+            let mut val = [0u8; FLOW_VALUE_LEN];
+            val[..2].copy_from_slice(&i.to_ne_bytes());
+            map.update(&key_bytes(&flow(i)), &val).unwrap();
+        }
+        assert!(map.entries(FLOWS_MAX, &mut scratch, &mut out).unwrap());
+        let mut batched: Vec<(u16, u16)> = out
+            .iter()
+            .map(|(k, v)| {
+                (
+                    flow_from_key(k).unwrap().lport - 1000,
+                    u16::from_ne_bytes([v[0], v[1]]),
+                )
+            })
+            .collect();
+        batched.sort();
+        assert_eq!(batched, (0..300).map(|i| (i, i)).collect::<Vec<_>>());
+        let mut walked: Vec<[u8; KEY_LEN]> = map.keys(FLOWS_MAX).unwrap();
+        let mut keys: Vec<[u8; KEY_LEN]> = out.iter().map(|(k, _)| *k).collect();
+        walked.sort();
+        keys.sort();
+        assert_eq!(walked, keys);
+        assert_eq!(map.keys(10).unwrap().len(), 10); // the limit ends a walk
+        assert!(map.entries(10, &mut scratch, &mut out).unwrap());
+        assert_eq!(out.len(), 10);
+        let mut val = [0u8; FLOW_VALUE_LEN];
+        assert!(map.lookup(&key_bytes(&flow(7)), &mut val).unwrap());
+        assert!(map.delete(&key_bytes(&flow(7))).unwrap());
+        assert!(!map.delete(&key_bytes(&flow(7))).unwrap()); // ENOENT: not an error
+        assert!(!map.lookup(&key_bytes(&flow(7)), &mut val).unwrap());
+        assert!(map.entries(FLOWS_MAX, &mut scratch, &mut out).unwrap());
+        assert_eq!(out.len(), 299);
+    }
+
     #[test]
     fn monotonic_clock_moves_forward() {
         let a = monotonic_ns();

@@ -82,7 +82,9 @@ fn secret(opts: &[(String, String)]) -> Result<Vec<u8>, String> {
     } else {
         return Err("give --secret-fd or --secret-file".into());
     }
-    Ok(raw.trim_ascii().to_vec())
+    let secret = raw.trim_ascii().to_vec();
+    uc3_agentd::proto::check_secret(&secret).map_err(|e| e.msg)?;
+    Ok(secret)
 }
 
 fn config(opts: &[(String, String)]) -> Result<Config, String> {
