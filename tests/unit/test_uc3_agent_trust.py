@@ -196,3 +196,27 @@ def test_the_controller_client_completes_the_handshake_and_clamps(
         assert "closed the connection" in wrong.last_error
     finally:
         wrong.stop()
+
+
+def test_a_bad_mac_closes_only_that_connection(running: RunningAgent) -> None:
+    keys = running.keys()
+    good, good_reader, good_session = handshake(running)
+    bad, bad_reader, bad_session = handshake(running)
+    try:
+        frame = bytearray(proto.encode(proto.make_alloc(2, [proto.Clamp(FLOW, 9)]), keys.c2a,
+                                       bad_session))
+        frame[-2] ^= 1  # tampered payload
+        bad.sendall(bytes(frame))
+        assert next_message(bad, bad_reader, "error").reason.startswith("HMAC mismatch")
+        assert silent_close(bad, 5) == b""
+        assert running.windows() == {}  # nothing of the tampered frame was applied
+        # The other controller's session goes on: its alloc is applied and acked, and
+        # reports keep coming.
+        good.sendall(proto.encode(proto.make_alloc(2, [proto.Clamp(FLOW, 9)]), keys.c2a,
+                                  good_session))
+        assert next_message(good, good_reader, "ack").clamps == 1
+        assert running.windows() == {FLOW: 9}
+        assert next_message(good, good_reader, "report").seq > 2
+    finally:
+        good.close()
+        bad.close()
