@@ -209,7 +209,7 @@ struct Conn {
     out: Vec<u8>,
     sent: usize, // of out
     closing: bool,
-    polling_out: bool,
+    events: u32, // registered with epoll
 }
 
 /// Python's str() of a peername tuple.
@@ -656,7 +656,7 @@ impl Agent {
                 out: Vec::new(),
                 sent: 0,
                 closing: false,
-                polling_out: false,
+                events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
             },
         );
         Ok(())
@@ -963,13 +963,17 @@ impl Agent {
             conn.out.drain(..conn.sent);
             conn.sent = 0;
         }
-        let want_out = !conn.out.is_empty();
-        if want_out != conn.polling_out {
-            let mut events = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
-            if want_out {
-                events |= libc::EPOLLOUT as u32;
-            }
-            if epoll_ctl(
+        // A closing connection waits for writability only: its read side is shut, and
+        // level-triggered EPOLLIN would wake the loop without pause until it is flushed.
+        let events = if conn.closing {
+            libc::EPOLLOUT as u32
+        } else if conn.out.is_empty() {
+            (libc::EPOLLIN | libc::EPOLLRDHUP) as u32
+        } else {
+            (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLOUT) as u32
+        };
+        if events != conn.events
+            && epoll_ctl(
                 self.epoll.as_raw_fd(),
                 libc::EPOLL_CTL_MOD,
                 conn.stream.as_raw_fd(),
@@ -977,9 +981,8 @@ impl Agent {
                 token,
             )
             .is_ok()
-            {
-                conn.polling_out = want_out;
-            }
+        {
+            conn.events = events;
         }
     }
 }
