@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -220,3 +221,37 @@ def test_a_bad_mac_closes_only_that_connection(running: RunningAgent) -> None:
     finally:
         good.close()
         bad.close()
+
+
+def test_a_controller_that_reads_late_gets_every_reply_in_order(
+        running: RunningAgent) -> None:
+    """Replies queue up while the controller does not read (~7 MB of error replies: more
+    than the sockets buffer, so the agent's own queue and its wait for writability are
+    exercised), and all arrive, in order and numbered without a gap, once it reads."""
+    keys = running.keys()
+    sock, reader, session = handshake(running)
+    count, kind = 20_000, "x" * 250
+    frames = b"".join(proto.encode({"type": kind, "seq": seq}, keys.c2a, session)
+                      for seq in range(2, count + 2))
+    sender = threading.Thread(target=sock.sendall, args=(frames,), daemon=True)
+    sender.start()  # (the agent may stop reading while its replies are not taken)
+    time.sleep(1.0)  # not reading: the agent's replies pile up
+    reasons, last = [], 1  # the agent's hello was its seq 1
+    sock.settimeout(30)
+    while len(reasons) < count:
+        while (raw := reader.pop()) is not None:
+            msg = proto.parse_agent(raw)
+            assert msg.seq == last + 1  # reports between them: no gap, no reordering
+            last = msg.seq
+            if msg.type == "error":
+                reasons.append(msg.reason)
+        data = sock.recv(1 << 20)
+        assert data, f"closed after {len(reasons)} replies"
+        reader.push(data)
+    sender.join(timeout=30)
+    want = f"unknown controller message type {kind!r}"[:proto.MAX_STRING]
+    assert reasons == [want] * count
+    # and the session is still good
+    sock.sendall(proto.encode({"type": "keepalive", "seq": 2}, keys.c2a, session))
+    assert next_message(sock, reader, "ack").ack_seq == 2
+    sock.close()
