@@ -1,13 +1,20 @@
-"""What UC3 costs: host agent CPU per report, and the controller's allocation round time.
+"""What UC3 costs: host agent CPU per report and per allocation (native loop next to the
+Python one), and the controller's allocation round time.
 
-Two measurements, printed as a table (speed lives here, never in tests):
+Two measurements, printed as tables (speed lives here, never in tests):
 
-1. **Agent, per report**: what one report costs an agent in CPU time: reading the flows
-   of its cgroup from its BPF program's map, turning them into samples and encoding the
-   signed report.  Measured with the agent's real program loaded (root: a cgroup and a
-   sock_ops attachment) and this process in its cgroup with ``--flows`` loopback TCP
-   connections.  From it: the share of one core that ``--clients`` agents take at
-   ``--interval`` (the goal: below 10 % at 64 clients and 0.2 s reports).
+1. **Agent**: each engine (``--engine python``, the reference loop, and ``native``,
+   ``dcnlab-uc3-agentd``) runs as ``python -m dcnlab.hosts.uc3_agent`` does in a run: its
+   own cgroup and BPF program (root), with ``--flows`` loopback TCP connections of this
+   process in that cgroup (both ends: 2 x flows per report).  A controller client
+   connects; the agent process and its children are measured from outside
+   (/proc/PID/schedstat, in ns) for ``--seconds`` with reports only (CPU per report: map
+   read, samples, signed report, a wake-up; the state file at most once a second), then
+   for ``--seconds`` with an allocation for its flows every ``--alloc-every`` s as well
+   (CPU per alloc message: parse, checks, map updates with leases, ack).  Both engines in
+   one run, with their ratio, and the share of one core that ``--clients`` agents take at
+   ``--interval`` (the goal: below 10 % at 64 clients and 0.2 s reports), without and
+   with allocations at the notification interval.
 2. **Controller, per allocation round**: fair shares at each flow's bottleneck, EMA,
    reallocation and BDP windows (:class:`~dcnlab.schemes.uc3.alloc.Allocator`) for
    10 .. 10,000 synthetic flows between random hosts of a fat-tree view, each on one of
@@ -15,47 +22,58 @@ Two measurements, printed as a table (speed lives here, never in tests):
    interval, 0.05 s by default).
 
     python -m dcnlab.benchmarks.uc3_cost [--flows 2] [--clients 64] [--interval 0.2]
+                                          [--seconds 10] [--alloc-every 0.05]
                                           [--k 8] [--rounds 5]
 
-How agents read flows, measured here (2026-11-23, 2 cores shared with other work), CPU
-per report: forking ``ss -tin`` about 5 ms; an in-process sock_diag dump about 0.48 ms
-(almost all of it the kernel walking the whole TCP hash table, sized by the machine's
-memory, whatever the number of flows); walking the program's map, which is what the
-agent does now, about 0.09 ms with 4 flows when timed back to back.  The agent's whole
-tick at its real pace (0.2 s apart: caches cold after each sleep, the state file once a
-second) costs about 0.5 ms on the loaded machine: 64 agents every 0.2 s about 17 % of
-one core, above the 10 % goal (end to end, with the controller's allocations,
-``dcnlab check --topo dumbbell:64,2,16 --app uc3`` measured 0.57 cores at 0.1 s reports).
-An allocation round over 10,000 flows on fattree:8 takes about 55 ms, close to the 50 ms
-default interval.
+Measured here (2026-11-24, under the measurement lock, defaults; a shared 2-core VM with
+other helpers' builds and tests running, load average ~5 at the start), CPU per report /
+per alloc: Python 0.74 ms / 0.51 ms, native 0.11 ms / 0.10 ms (ratio 0.15 / 0.19).  64
+agents every 0.2 s: Python 23.6 % of one core, native 3.5 % (goal met); with an
+allocation to every agent every 0.05 s on top: Python 89 %, native 16 % (an upper bound:
+in a run the app sends an agent an allocation only when its windows change, or as the
+0.5 s keepalive).  End to end, ``dcnlab check --topo dumbbell:64,2,16 --app uc3 --switch
+ext`` (64 agents, 0.1 s reports) measured ``agent_cpu`` 0.069 cores with the native loop
+(Jain 0.993), where the Python loop had measured 0.57.  What is left
+of a native wake-up is mostly the VM's (an empty epoll_wait timeout alone costs ~17 us
+here, a socket wake-up more) and the kernel's walk of the flows map's buckets (one batched
+read; the map is sized to a report's 4096 flows).  History: forking ``ss -tin`` per report
+cost about 5 ms, an in-process sock_diag dump about 0.48 ms, before the program kept its
+flows in a map.  An allocation round over 10,000 flows on fattree:8 takes about 54 ms,
+close to the 50 ms default interval.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import json
 import os
 import random
-import shutil
+import secrets
 import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 import networkx as nx
 
 from dcnlab.controller.view import NetworkView
-from dcnlab.hosts.uc3_agent.agent import Agent, AgentConfig, _Conn
-from dcnlab.hosts.uc3_agent.bpf import ClampProgram
+from dcnlab.hosts.uc3_agent import native
+from dcnlab.hosts.uc3_agent import protocol as proto
+from dcnlab.hosts.uc3_agent.bpf import Tuple4
+from dcnlab.hosts.uc3_agent.client import AgentClient
+from dcnlab.schemes.uc3.agents import child_pids
 from dcnlab.schemes.uc3.alloc import Allocator, AllocConfig, FlowInput
 from dcnlab.topo.spec import parse
 
 FLOW_COUNTS = (10, 100, 1_000, 10_000)
 NOTIFICATION_INTERVAL_S = 0.05
+ENGINES = ("python", "native")
 AGENT_GOAL = 0.10  # of one core, all agents together
 
 
@@ -78,55 +96,113 @@ def loopback_flows(n: int) -> Iterator[list[socket.socket]]:
         server.close()
 
 
-@contextmanager
-def in_agent_cgroup() -> Iterator[ClampProgram]:
-    """The agent's BPF program loaded on a cgroup of its own, with this process in it
-    (so the sockets it opens next are the cgroup's flows); all undone on exit."""
-    work = Path(tempfile.mkdtemp(prefix="dcnlab-uc3cost-"))
-    program = ClampProgram(f"cost-{os.getpid()}", work)
+def cpu_ns(pid: int) -> int:
+    """CPU time a process has run, in ns (/proc/PID/schedstat: exact, unlike the clock
+    ticks of /proc/PID/stat, which are 10 ms: a native tick is ~100 times less)."""
     try:
-        with program.member():
-            yield program
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def tree_cpu_ns(pid: int) -> int:
+    """The agent process and its children (the native loop under ``--engine native``)."""
+    return cpu_ns(pid) + sum(tree_cpu_ns(child) for child in child_pids(pid))
+
+
+@contextmanager
+def in_cgroup(cgroup: Path) -> Iterator[None]:
+    """This process in ``cgroup`` for the block (the sockets it opens there are the
+    cgroup's flows), then back where it came from."""
+    home = next(line.split("::", 1)[1] for line in
+                Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::"))
+    (cgroup / "cgroup.procs").write_text(f"{os.getpid()}\n")
+    try:
+        yield
     finally:
-        program.close()
-        shutil.rmtree(work, ignore_errors=True)
+        (cgroup.parent / home.lstrip("/") / "cgroup.procs").write_text(f"{os.getpid()}\n")
 
 
-class _CountingWriter:
-    """Stands in for the controller connection's stream: keeps the byte count only."""
+class _CountingClient(AgentClient):
+    """The controller's client, counting the agent's reports and acks."""
 
-    def __init__(self) -> None:
-        self.written = 0
+    reports = 0
+    acks = 0
 
-    def write(self, data: bytes) -> None:
-        self.written += len(data)
+    def _dispatch(self, msg: proto.AgentMessage) -> None:
+        if msg.type == "report":
+            self.reports += 1
+        elif msg.type == "ack":
+            self.acks += 1
+        super()._dispatch(msg)
 
-    def get_extra_info(self, name: str) -> tuple[str, int]:
-        return ("127.0.0.1", 6690)
+
+@dataclass(frozen=True)
+class AgentCost:
+    per_report_s: float  # CPU per report tick, controller connected, no allocations
+    per_alloc_s: float  # extra CPU per alloc message (parse, map updates, ack)
+    flows: int  # flows per report
 
 
-def agent_report_cpu(flows: int, interval: float, reports: int = 50) -> tuple[float, int]:
-    """CPU seconds one agent tick costs (mean over ``reports`` ticks ``interval`` apart,
-    so the state file is rewritten as often as in a run): the agent's own tick (read the
-    map, sample, encode and sign the report, the periodic state file) with an
-    authenticated controller connection, and how many flows a report held.  Not in it:
-    handling the controller's allocations (``dcnlab check --app uc3`` reports the agents'
-    CPU end to end as ``agent_cpu``)."""
-    with tempfile.TemporaryDirectory(prefix="dcnlab-uc3cost-state-") as tmp, \
-            in_agent_cgroup() as program, loopback_flows(flows):
-        agent = Agent(AgentConfig(secret=b"k" * 32, state_file=Path(tmp) / "state.json"),
-                      program=program)
-        conn = _Conn(cast(asyncio.StreamWriter, _CountingWriter()), b"k" * 32)
-        conn.authenticated = True
-        agent.conns.add(conn)
-        costs = []
-        for _ in range(reports):
-            t0 = time.process_time()
-            agent._tick()
-            costs.append(time.process_time() - t0)
-            time.sleep(interval)
-        seen = len(program.flow_samples())
-    return statistics.fmean(costs), seen
+@contextmanager
+def agent_process(engine: str, interval: float, timeout: float) -> Iterator[
+        tuple[subprocess.Popen[bytes], int, bytes, Path]]:
+    """``python -m dcnlab.hosts.uc3_agent --engine ENGINE`` on loopback (its own cgroup
+    and BPF program), as HostAgents starts it; stopped (and cleaned up) on exit."""
+    with tempfile.TemporaryDirectory(prefix="dcnlab-uc3cost-") as tmp:
+        secret = secrets.token_hex(32).encode()
+        (Path(tmp) / "secret").write_bytes(secret)
+        state = Path(tmp) / "state.json"
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dcnlab.hosts.uc3_agent", "--engine", engine,
+             "--port", str(port), "--secret-file", str(Path(tmp) / "secret"),
+             "--interval", f"{interval:g}", "--timeout", f"{timeout:g}",
+             "--tag", f"cost-{engine}-{os.getpid()}", "--state-file", str(state)],
+            stdout=subprocess.DEVNULL, stderr=open(Path(tmp) / "log", "wb"))  # noqa: SIM115
+        try:
+            deadline = time.monotonic() + 30
+            while not state.exists():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{engine} agent did not start: "
+                                       f"{(Path(tmp) / 'log').read_text()[-2000:]}")
+                time.sleep(0.05)
+            yield proc, port, secret, Path(json.loads(state.read_text())["cgroup"])
+        finally:
+            proc.terminate()  # ours
+            proc.wait(timeout=30)
+
+
+def agent_cost(engine: str, flows: int, interval: float, seconds: float,
+               alloc_every: float) -> AgentCost:
+    """CPU of one agent process (its children included), measured from outside as a
+    controller drives it: ``seconds`` of reports only, then ``seconds`` with an
+    allocation for its flows every ``alloc_every`` (the app's notification interval)."""
+    with agent_process(engine, interval, timeout=2.0) as (proc, port, secret, cgroup), \
+            ExitStack() as stack:
+        with in_cgroup(cgroup):
+            socks = stack.enter_context(loopback_flows(flows))
+        client = _CountingClient("127.0.0.1", port, secret, refresh_s=3600).start()
+        stack.callback(client.stop)
+        if not client.wait_connected(10):
+            raise RuntimeError(f"no connection to the {engine} agent: {client.last_error}")
+        time.sleep(1.0)  # the first reports, caches warm
+        assert client.last_report is not None
+        seen = len(client.last_report.flows)
+        c0, r0 = tree_cpu_ns(proc.pid), client.reports
+        time.sleep(seconds)
+        c1, r1, a1 = tree_cpu_ns(proc.pid), client.reports, client.acks
+        per_report = (c1 - c0) / 1e9 / max(r1 - r0, 1)
+        server = socks[0].getpeername()[1]
+        client.set_clamps({Tuple4("127.0.0.1", s.getsockname()[1], "127.0.0.1", server): 1000
+                           for s in socks[::2]})  # large: the flows are idle anyway
+        client.refresh_s = alloc_every  # an alloc every interval from now on
+        time.sleep(seconds)
+        c2, r2, a2 = tree_cpu_ns(proc.pid), client.reports, client.acks
+        per_alloc = max((c2 - c1) / 1e9 - (r2 - r1) * per_report, 0.0) / max(a2 - a1, 1)
+    return AgentCost(per_report, per_alloc, seen)
 
 
 def synthetic_flows(view: NetworkView, n: int, seed: int = 1) -> dict[int, FlowInput]:
@@ -167,13 +243,33 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=0.2, help="report period, s")
     ap.add_argument("--k", type=int, default=8, help="fat-tree K of the controller's view")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=10.0,
+                    help="length of each agent measurement phase, s")
+    ap.add_argument("--alloc-every", type=float, default=NOTIFICATION_INTERVAL_S,
+                    help="controller allocation period in the second phase, s")
     args = ap.parse_args()
 
-    per_report, seen = agent_report_cpu(args.flows, args.interval)
-    share = args.clients * per_report / args.interval
-    print(f"agent: {per_report * 1e3:.3f} ms CPU per report of {seen} flow(s); "
-          f"{args.clients} agents every {args.interval:g} s take {share:.1%} of one core "
-          f"(goal < {AGENT_GOAL:.0%}: {'met' if share < AGENT_GOAL else 'NOT met'})")
+    engines = [e for e in ENGINES if e != "native" or native.binary() is not None]
+    if len(engines) < len(ENGINES):
+        print(f"(native agent not built: {native.BINARY}; scripts/setup.sh builds it)")
+    costs = {e: agent_cost(e, args.flows, args.interval, args.seconds, args.alloc_every)
+             for e in engines}
+    print(f"agent CPU, whole process, {args.seconds:g} s per phase, "
+          f"{costs[engines[0]].flows} flow(s) per report:")
+    print(f"{'engine':>8} {'per report':>11} {'per alloc':>10} "
+          f"{f'{args.clients} x reports':>15} {f'+ allocs/{args.alloc_every:g}s':>15}")
+    for engine, c in costs.items():
+        reports = args.clients * c.per_report_s / args.interval
+        allocs = reports + args.clients * c.per_alloc_s / args.alloc_every
+        print(f"{engine:>8} {c.per_report_s * 1e3:>9.3f}ms {c.per_alloc_s * 1e3:>8.3f}ms "
+              f"{reports:>14.1%} {allocs:>14.1%}")
+    if len(costs) == 2:
+        py, nat = costs["python"], costs["native"]
+        print(f"native / python: {nat.per_report_s / py.per_report_s:.3f} per report, "
+              f"{nat.per_alloc_s / max(py.per_alloc_s, 1e-12):.3f} per alloc")
+    share = args.clients * costs[engines[-1]].per_report_s / args.interval
+    print(f"{args.clients} agents ({engines[-1]}) every {args.interval:g} s: {share:.1%} of "
+          f"one core (goal < {AGENT_GOAL:.0%}: {'met' if share < AGENT_GOAL else 'NOT met'})")
 
     view = NetworkView.from_topology(parse(f"fattree:{args.k}"))
     print(f"\ncontroller: allocation round on fattree:{args.k} ({len(view.hosts)} hosts)")

@@ -75,6 +75,10 @@ if [ -f switch_ext/Cargo.toml ]; then
     say "building dcnlab-mp, the multipath transport (cargo build --release --locked)"
     (cd hosts/mptransport && "$CARGO" build --release --locked --quiet)
   fi
+  if [ -f hosts/uc3_agent/native/Cargo.toml ]; then
+    say "building dcnlab-uc3-agentd, the UC3 host agent's loop (cargo build --release --locked)"
+    (cd hosts/uc3_agent/native && "$CARGO" build --release --locked --quiet)
+  fi
 fi
 # -- UC3 host agent's BPF object ----------------------------------------------------
 bpf=hosts/uc3_agent

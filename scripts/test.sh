@@ -18,5 +18,9 @@ echo "== hosts/mptransport (cargo fmt, clippy, test)"
 (cd hosts/mptransport && cargo fmt --check && cargo clippy --quiet --release --all-targets \
    --locked -- -D warnings && cargo test --quiet --release --locked)
 
+echo "== hosts/uc3_agent/native (cargo fmt, clippy, test)"
+(cd hosts/uc3_agent/native && cargo fmt --check && cargo clippy --quiet --release \
+   --all-targets --locked -- -D warnings && cargo test --quiet --release --locked)
+
 echo "== pytest"
 python -m pytest -p no:cacheprovider -q "$@" tests

@@ -10,9 +10,10 @@ import signal
 import sys
 from pathlib import Path
 
+from . import native
 from .agent import DEFAULT_LISTEN, DEFAULT_PORT, Agent, AgentConfig
 from .bpf import BpfError
-from .protocol import ProtocolError
+from .protocol import ProtocolError, check_secret
 
 
 def _secret(args: argparse.Namespace) -> bytes:
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path)
     parser.add_argument("--state-file", type=Path, help="write status JSON here")
     parser.add_argument("--name", default="")
+    parser.add_argument("--engine", choices=native.ENGINES,
+                        help="who runs the steady state: native (dcnlab-uc3-agentd, the "
+                        "default when built) or python (the reference loop)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -48,6 +52,18 @@ def main(argv: list[str] | None = None) -> int:
     cfg = AgentConfig(secret=_secret(args), listen=args.listen, port=args.port,
                       interval_s=args.interval, timeout_s=args.timeout, tag=args.tag,
                       work_dir=args.work_dir, state_file=args.state_file, name=args.name)
+
+    engine = args.engine or native.default_engine()
+    if args.engine is None and engine == "python":
+        print(f"dcnlab-agent: warning: {native.BINARY} is not built (scripts/setup.sh): "
+              "running the Python loop", file=sys.stderr)
+    if engine == "native":
+        try:
+            check_secret(cfg.secret)
+            return native.NativeAgent(cfg).run()
+        except (BpfError, ProtocolError, OSError) as exc:
+            print(f"dcnlab-agent: {exc}", file=sys.stderr)
+            return 1
 
     async def _run() -> None:
         stop = asyncio.Event()

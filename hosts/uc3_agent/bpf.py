@@ -7,8 +7,9 @@ Resources, all named after the agent's tag and removed by :meth:`ClampProgram.cl
 - cgroup ``/sys/fs/cgroup/unified/dcnlab-<tag>``: processes whose flows may be clamped
   join it *before* they create their sockets (a socket belongs to the cgroup of the
   process that created it; accepted sockets inherit the listener's).
-- pins ``<bpffs>/dcnlab-<tag>/{clamps,prog}``: the map and program, for inspection with
-  ``bpftool map dump pinned ...``.  If /sys/fs/bpf is no bpffs (this machine), a private
+- pins ``<bpffs>/dcnlab-<tag>/{clamps,prog,flows,stats}``: the maps and program, for
+  inspection with ``bpftool map dump pinned ...``, and for the native agent loop
+  (``native/``), which opens the maps there.  If /sys/fs/bpf is no bpffs (this machine), a private
   bpffs is mounted in the agent's run directory instead of touching /sys/fs/bpf.
 """
 
@@ -46,6 +47,7 @@ KEY = struct.Struct("=I16s16sHH")  # struct flow_key
 VALUE = struct.Struct("=IIQ")  # struct clamp_val
 FLOW_VALUE = struct.Struct("=IIIIQIIQ")  # struct flow_val
 STAT_NAMES = ("applied", "lifted", "errors")
+PINS = ("clamps", "prog", "flows", "stats")  # under the pin directory
 
 
 class BpfError(RuntimeError):
@@ -280,12 +282,22 @@ class ClampProgram:
             self._private_bpffs = base
         self.pin_dir = base / f"dcnlab-{self.tag}"
         self.pin_dir.mkdir(exist_ok=True)
-        for fd, name in ((self.map_fd, "clamps"), (self.prog_fd, "prog")):
+        for fd, name in ((self.map_fd, "clamps"), (self.prog_fd, "prog"),
+                         (self.flows_fd, "flows"), (self.stats_fd, "stats")):
             ret = self._lib.bpf_obj_pin(fd, str(self.pin_dir / name).encode())
             if ret:
                 raise _err(f"pinning {name} under {self.pin_dir}", ret)
 
     # -- use ----------------------------------------------------------------
+
+    def map_specs(self) -> tuple[dict[str, str], tuple[int, ...]]:
+        """How another process reaches the maps (the native agent's ``--NAME-map``
+        options): the pinned paths, or ``fd:N`` for fds it inherits when nothing could be
+        pinned; and the fds to pass (none when pinned)."""
+        fds = {"clamps": self.map_fd, "flows": self.flows_fd, "stats": self.stats_fd}
+        if self.pin_dir is not None:
+            return {name: str(self.pin_dir / name) for name in fds}, ()
+        return {name: f"fd:{fd}" for name, fd in fds.items()}, tuple(fds.values())
 
     def join(self, pid: int) -> None:
         """Move a process into the clamp cgroup (its *future* sockets become clampable)."""
@@ -381,7 +393,7 @@ class ClampProgram:
             self._lib.bpf_prog_detach2(self.prog_fd, self._cg_fd, BPF_CGROUP_SOCK_OPS)
             self._attached = False
         if self.pin_dir is not None:
-            for name in ("clamps", "prog"):
+            for name in PINS:
                 with contextlib.suppress(OSError):
                     (self.pin_dir / name).unlink()
             with contextlib.suppress(OSError):

@@ -62,7 +62,9 @@ struct {
 
 /* Per established socket of the cgroup: what the agent reports, refreshed on every RTT
  * sample and removed when the socket closes, so a report reads a small map instead of
- * dumping every TCP socket of the machine.  Python side: struct.pack("=IIIIQIIQ"). */
+ * dumping every TCP socket of the machine.  Python side: struct.pack("=IIIIQIIQ").
+ * Sized as the protocol's bound on a report (MAX_FLOWS = 4096 flows): reading a hash
+ * map visits every bucket, so each report pays for max_entries, not for the flows. */
 struct flow_val {
 	__u32 srtt_us;          /* smoothed RTT, us (the kernel keeps it << 3) */
 	__u32 mss;
@@ -76,7 +78,7 @@ struct flow_val {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 4096);
 	__type(key, struct flow_key);
 	__type(value, struct flow_val);
 } flows SEC(".maps");

@@ -7,7 +7,8 @@ in another namespace).  One flow to h2 is clamped to 10, 20, then 40 segments mi
 each phase's throughput must be within 20 % of window x MSS x 8 / RTT (RTT measured by
 the kernel during that phase).  Then unauthenticated and malformed frames are rejected and
 logged without disturbing the clamp, and after the controller goes silent the agent
-removes the clamp and the flow speeds up (fail open).
+removes the clamp and the flow speeds up (fail open).  Once per engine: the Python loop
+and the native one (``dcnlab-uc3-agentd``), driven by the same client.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from dcnlab.hosts.uc3_agent import native
 from dcnlab.topo.network import Network
 from dcnlab.topo.spec import parse
 
@@ -134,7 +136,10 @@ def files(tmp_path: Path) -> dict[str, Path]:
     return paths
 
 
-def test_clamps_follow_allocations_and_fail_open(files: dict[str, Path]) -> None:
+@pytest.mark.parametrize("engine", ["python", "native"])
+def test_clamps_follow_allocations_and_fail_open(files: dict[str, Path], engine: str) -> None:
+    if engine == "native" and native.binary() is None:
+        pytest.skip(f"{native.BINARY} not built (scripts/setup.sh)")
     py = sys.executable
     spec = parse("spineleaf:1,1,2,delay=5ms,rate=100M")
     procs: list[Any] = []
@@ -146,7 +151,8 @@ def test_clamps_follow_allocations_and_fail_open(files: dict[str, Path]) -> None
                 agent = h1.popen([py, "-m", "dcnlab.hosts.uc3_agent", "--listen",
                                   "127.0.0.1", "--port", str(AGENT_PORT), "--secret-file",
                                   str(files["secret"]), "--timeout", "2", "--interval", "0.2",
-                                  "--tag", tag, "--state-file", str(files["state"])],
+                                  "--tag", tag, "--state-file", str(files["state"]),
+                                  "--engine", engine],
                                  stdout=log, stderr=log)
             procs.append(agent)
             deadline = time.monotonic() + 20

@@ -12,12 +12,13 @@
 :class:`AgentFiles` is a private directory holding the shared secret (mode 0600) and the
 agents file the app reads (``DCNLAB_UC3_AGENTS``: host fabric IP -> management address).
 :class:`HostAgents` starts ``dcnlab-agent`` in each host listening on its management
-address only, waits until each has its cgroup and BPF program, then writes the agents
-file (atomically: the app re-reads it when it changes).  :meth:`HostAgents.wait_connected`
-waits until the app has read that file and connected to every agent; :meth:`status`
-reads an agent's status file (clamp counters of its BPF program) and :meth:`dead` names
-agents that exited.  ``stop()`` sends SIGTERM and waits, so every agent removes its
-cgroup and pins.
+address only (its default engine: the native loop when built, see
+``dcnlab/hosts/uc3_agent/native.py``), waits until each has its cgroup and BPF program,
+then writes the agents file (atomically: the app re-reads it when it changes).
+:meth:`HostAgents.wait_connected` waits until the app has read that file and connected
+to every agent; :meth:`status` reads an agent's status file (clamp counters of its BPF
+program) and :meth:`dead` names agents that exited.  ``stop()`` sends SIGTERM and waits,
+so every agent removes its cgroup and pins.
 """
 
 from __future__ import annotations
@@ -51,6 +52,35 @@ def process_cpu_seconds(pid: int) -> float:
     # stime are fields 14 and 15 of proc(5), 12 and 13 after the name.
     fields = stat[stat.rindex(")") + 2:].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of a process (from /proc: every thread's children list)."""
+    out: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def process_tree_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process and all its running descendants (an agent is a Python
+    process waiting on its native loop: what counts is what runs)."""
+    total, todo, seen = 0.0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        total += process_cpu_seconds(p)
+        todo += child_pids(p)
+    return total
 
 
 class AgentStartError(RuntimeError):
@@ -188,8 +218,9 @@ class HostAgents:
         return [h for h, proc in self.procs.items() if proc.poll() is not None]
 
     def cpu_seconds(self) -> float:
-        """User + system CPU time the running agents have used so far, in seconds."""
-        return sum(process_cpu_seconds(proc.pid) for proc in self.procs.values()
+        """User + system CPU time the running agents have used so far, in seconds: each
+        agent process and its children (the native loop, ``--engine native``)."""
+        return sum(process_tree_cpu_seconds(proc.pid) for proc in self.procs.values()
                    if proc.poll() is None)
 
     def log_tail(self, host: str, chars: int = 2000) -> str:
