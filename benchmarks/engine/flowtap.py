@@ -86,6 +86,17 @@ def object_path(work_dir: Path) -> Path:
     return build_object(work_dir / "flowtap.bpf.o")
 
 
+def check_available() -> None:
+    """libbpf loads and the object is there or builds (before an experiment starts)."""
+    import tempfile
+
+    _libbpf()
+    if PREBUILT.exists() and PREBUILT.stat().st_mtime >= SOURCE.stat().st_mtime:
+        return
+    with tempfile.TemporaryDirectory(prefix="dcnlab-flowtap-") as tmp:
+        build_object(Path(tmp) / "flowtap.bpf.o")
+
+
 # ---------------------------------------------------------------------------- libbpf
 
 
