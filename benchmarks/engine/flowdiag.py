@@ -45,8 +45,8 @@ the measurement window):
 
 Per run: a row in ``flowdiag.csv`` (summarized per scheme and sweep value with 95%
 intervals across seeds, summary section "elephant paths") and a row per measured
-elephant in ``flowpaths.csv`` (its links with bytes, start and end as wall-clock
-seconds, whether it shared, with which flows, its first choice and the alternatives'
+elephant in ``flowpaths.csv`` (its links with bytes, its first and last data packet on
+the fabric in seconds since the run's start as in flows.csv, whether it shared, with which flows, its first choice and the alternatives'
 loads).  ``tap_lost`` counts packets the tap could not record (its map was full); it
 should be 0.
 """
@@ -235,13 +235,14 @@ def _frac(hits: int, n: int) -> float:
 
 def analyze(rows: Sequence[Mapping[str, Any]], keys: Mapping[Any, FlowKey],
             paths: Mapping[FlowKey, FlowPath], ups: Mapping[str, Sequence[int]],
-            timeline: Timeline, wall_minus_mono_ns: int = 0, lost: int | None = None
+            timeline: Timeline, offset_ns: int = 0, lost: int | None = None
             ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The run's diagnosis figures and flowpaths rows.  ``rows``: the run's flows.csv
-    rows; ``keys``: flow_id -> its data-direction 4-tuple."""
+    rows; ``keys``: flow_id -> its data-direction 4-tuple; ``offset_ns``: added to the
+    tap's CLOCK_MONOTONIC stamps to give flows.csv's time base (ns since the run's T0)."""
     by_id = {r["flow_id"]: r for r in rows}
     elephants = [r["flow_id"] for r in rows if r.get("class") == "elephant"]
-    measured = [f for f in elephants if by_id[f].get("measured") in (True, "True", "true")]
+    measured = [f for f in elephants if by_id[f].get("measured") in (True, 1, "1", "True", "true")]
     fpaths = {f: paths[keys[f]] for f in elephants if f in keys and keys[f] in paths}
     shared = shared_with(fpaths, measured, elephants)
     first_hits = first_n = hop_hits = hop_n = 0
@@ -262,8 +263,8 @@ def analyze(rows: Sequence[Mapping[str, Any]], keys: Mapping[Any, FlowKey],
             "size": r.get("size"), "status": r.get("status"),
             "links": " ".join(h.link.name for h in path.hops) if path else "",
             "link_bytes": " ".join(str(h.bytes) for h in path.hops) if path else "",
-            "start": round((path.start_ns + wall_minus_mono_ns) / 1e9, 6) if path else None,
-            "end": round((path.end_ns + wall_minus_mono_ns) / 1e9, 6) if path else None,
+            "start": round((path.start_ns + offset_ns) / 1e9, 6) if path else None,
+            "end": round((path.end_ns + offset_ns) / 1e9, 6) if path else None,
             "shared": bool(shared.get(f)) if path else None,
             "shared_with": " ".join(map(str, shared.get(f, []))),
             "choice_switch": first.switch if first else "",

@@ -600,7 +600,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
         state.switch_csv.write([{"scheme": scheme.name, "load": value, "seed": seed,
                                  **switch_row}])
     if tap is not None and taps is not None:
-        _flowdiag_rows(state, net, scheme.name, value, seed, rows, tap[1], taps)
+        _flowdiag_rows(state, net, scheme.name, value, seed, rows, tap[1], taps,
+                       result.wall_start)
     state.rows += state.flows_csv.write(rows)
     state.done.add((scheme.name, seed, value))
     not_ok = sum(1 for r in rows if r["status"] != "ok")
@@ -861,8 +862,9 @@ def _start_tap(state: _State, net: Any, run_dir: Path, label: str, scheme: str
 
 def _flowdiag_rows(state: _State, net: Any, scheme: str, value: float, seed: int,
                    rows: list[dict[str, Any]], links: Mapping[str, flowdiag.Link],
-                   taps: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    """flowdiag.csv's row and flowpaths.csv's rows of a run (flowdiag.py)."""
+                   taps: tuple[dict[str, Any], dict[str, Any]], wall_start: float) -> None:
+    """flowdiag.csv's row and flowpaths.csv's rows of a run (flowdiag.py); times as in
+    flows.csv, seconds since the replay's T0 (``wall_start``)."""
     tapped, timeline = taps
     spec = net.spec
     ips = {h.name: h.ip for h in spec.hosts}
@@ -872,7 +874,8 @@ def _flowdiag_rows(state: _State, net: Any, scheme: str, value: float, seed: int
     line = flowdiag.Timeline.from_samples(timeline.get("samples", []), tx_ports)
     figures, path_rows = flowdiag.analyze(
         rows, flowdiag.flow_keys(rows, ips, state.spec.agent.port), paths,
-        pathdiag.topology_ups(net), line, int(tapped.get("wall_minus_mono_ns", 0)),
+        pathdiag.topology_ups(net), line,
+        int(tapped.get("wall_minus_mono_ns", 0)) - round(wall_start * 1e9),
         int((tapped.get("stats") or {}).get("lost", 0)))
     key = {"scheme": scheme, "load": value, "seed": seed}
     if state.flowdiag_csv is not None:

@@ -184,7 +184,7 @@ def test_run_figures_and_rows_by_hand() -> None:
                 (5, 30005, 20_000_000, "elephant", True))]   # never seen by the tap
     keys = flowdiag.flow_keys(rows, {"h1": "10.0.0.1", "h2": "10.0.1.1"}, 5001)
     assert keys[1] == ("10.0.0.1", "10.0.1.1", 30001, 5001) and len(keys) == 5
-    figures, out = flowdiag.analyze(rows, keys, paths, UPS, line, wall_minus_mono_ns=10**9,
+    figures, out = flowdiag.analyze(rows, keys, paths, UPS, line, offset_ns=10**9,
                                     lost=0)
     # measured elephants: 1, 2, 5; traced: 1, 2.  2 overlaps 3 on s1 links (500..700);
     # 1 is alone on s2 (the mouse does not count).  Choices at SYN 300: 1 took the idle
