@@ -46,9 +46,9 @@ the measurement window):
 Per run: a row in ``flowdiag.csv`` (summarized per scheme and sweep value with 95%
 intervals across seeds, summary section "elephant paths") and a row per measured
 elephant in ``flowpaths.csv`` (its links with bytes, its first and last data packet on
-the fabric in seconds since the run's start as in flows.csv, whether it shared, with which flows, its first choice and the alternatives'
-loads).  ``tap_lost`` counts packets the tap could not record (its map was full); it
-should be 0.
+the fabric in seconds since the run's start as in flows.csv, whether it shared, with
+which flows, its first choice and the alternatives' loads).  ``tap_lost`` counts
+packets the tap could not record (its map was full); it should be 0.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ How it runs: the switch-side veths live in the run's network namespace, so the l
 a helper process started there (``mnexec -a <namespace pid> python -m
 dcnlab.benchmarks.engine.flowtap``).  It creates a clsact qdisc where there is none
 (and remembers which), attaches, prints ``ready``, samples until a ``stop`` line (or end
-of input) on stdin, then writes ``taps.json`` (map dump) and ``links.json`` (timeline)
+of input) on stdin, then writes ``taps.json`` (map dump, packet counts, the helper's own
+CPU seconds) and ``links.json`` (timeline)
 into its output directory, detaches its filters and removes the qdiscs it created.  The
 runner stops it in ``finally``; if it is killed instead, the veths (and the filters on
 them) go with the network.
@@ -34,6 +35,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -333,8 +335,10 @@ def serve(ifaces: Sequence[str], obj: Path, out: Path, interval: float,
         thread.join()
         sample()
         out.mkdir(parents=True, exist_ok=True)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         (out / TAPS_JSON).write_text(json.dumps({
             "wall_minus_mono_ns": wall - mono, "stats": tap.stats(),
+            "helper_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
             "entries": [e.to_dict() for e in tap.entries()]}))
         (out / LINKS_JSON).write_text(json.dumps({"interval": interval, "samples": samples}))
     finally:

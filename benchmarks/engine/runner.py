@@ -181,8 +181,7 @@ def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike
             for spec, w, d in zip(specs, workloads, done, strict=True)]
     total = sum(len(w[(seed, value)]) for w, t in zip(workloads, todo, strict=True)
                 for _, seed, value in t)
-    if progress:
-        print(estimate_text(specs, [len(t) for t in todo]), file=sys.stderr)
+    print(estimate_text(specs, [len(t) for t in todo]), file=sys.stderr)
     bar = Progress(total, enabled=progress, runs=sum(len(t) for t in todo))
     results: list[RunResult] = []
     try:

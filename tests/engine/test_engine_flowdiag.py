@@ -290,3 +290,22 @@ def test_tap_key_and_value_layouts_match_the_c_structs() -> None:
     assert flowtap.VALUE.size == 6 * 8  # struct tap_val
     source = flowtap.SOURCE.read_text()
     assert "return TC_ACT_OK;" in source and "TC_ACT_SHOT" not in source
+
+
+def test_the_long_seed001_file_asks_for_the_diagnosis_everywhere() -> None:
+    from importlib import resources
+    from pathlib import Path
+
+    from dcnlab.benchmarks.engine.spec import load_specs
+
+    folder = resources.files("dcnlab.benchmarks").joinpath("experiments")
+    specs = load_specs(Path(str(folder.joinpath("seed001_long.yaml"))))
+    assert [s.scenario for s in specs] == ["ovs", "ext", "threelayer"]
+    for spec in specs:
+        assert spec.diagnosis.flow_paths and spec.loads == [0.1, 0.2, 0.4, 0.6]
+        assert [s.name for s in spec.schemes] == ["ecmp", "tcppath", "tfe"]
+        assert len(spec.seeds) >= 3 and spec.duration >= 90
+    by = {s.scenario: s for s in specs}
+    assert by["ovs"].switch == "ovs" and "buffer" not in by["ovs"].topology
+    assert by["ext"].switch == "ext" and "buffer=100" in by["ext"].topology
+    assert by["threelayer"].topology.startswith("threelayer:")
