@@ -175,7 +175,7 @@ class Timeline:
     @classmethod
     def from_samples(cls, samples: Sequence[Mapping[str, Any]],
                      ports: Mapping[str, tuple[str, int]]) -> Timeline:
-        """From flowtap's links.json samples; ``ports``: tx interface -> (switch, port)."""
+        """From flowtap's links.json.gz samples; ``ports``: tx interface -> (switch, port)."""
         rows = sorted(samples, key=lambda s: int(s["t_ns"]))
         line = cls([int(s["t_ns"]) for s in rows])
         for iface, port in ports.items():

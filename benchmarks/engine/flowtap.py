@@ -20,8 +20,8 @@ How it runs: the switch-side veths live in the run's network namespace, so the l
 a helper process started there (``mnexec -a <namespace pid> python -m
 dcnlab.benchmarks.engine.flowtap``).  It creates a clsact qdisc where there is none
 (and remembers which), attaches, prints ``ready``, samples until a ``stop`` line (or end
-of input) on stdin, then writes ``taps.json`` (map dump, packet counts, the helper's own
-CPU seconds) and ``links.json`` (timeline)
+of input) on stdin, then writes ``taps.json.gz`` (map dump, packet counts, the helper's
+own CPU seconds) and ``links.json.gz`` (timeline)
 into its output directory, detaches its filters and removes the qdiscs it created.  The
 runner stops it in ``finally``; if it is killed instead, the veths (and the filters on
 them) go with the network.
@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import ctypes
 import ctypes.util
+import gzip
 import json
 import os
 import resource
@@ -57,8 +58,8 @@ KEY = struct.Struct("=4s4sHHBxxxI")  # struct tap_key
 VALUE = struct.Struct("=QQQQQQ")  # struct tap_val
 STAT_NAMES = ("seen", "counted", "lost")
 BPF_TC_INGRESS = 1
-TAPS_JSON = "taps.json"
-LINKS_JSON = "links.json"
+TAPS_JSON = "taps.json.gz"
+LINKS_JSON = "links.json.gz"
 READY = "ready"
 
 
@@ -309,7 +310,7 @@ def read_tx_bytes(names: Sequence[str], text: str | None = None) -> dict[str, in
 def serve(ifaces: Sequence[str], obj: Path, out: Path, interval: float,
           commands: IO[str], ready: IO[str]) -> None:
     """Attach, sample every ``interval`` s until ``stop`` (or EOF) on ``commands``,
-    write taps.json and links.json into ``out``, detach."""
+    write taps.json.gz and links.json.gz into ``out``, detach."""
     tap = FlowTap(ifaces, obj)
     samples: list[dict[str, Any]] = []
     stop = threading.Event()
@@ -336,14 +337,25 @@ def serve(ifaces: Sequence[str], obj: Path, out: Path, interval: float,
         sample()
         out.mkdir(parents=True, exist_ok=True)
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        (out / TAPS_JSON).write_text(json.dumps({
+        _write(out / TAPS_JSON, {
             "wall_minus_mono_ns": wall - mono, "stats": tap.stats(),
             "helper_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-            "entries": [e.to_dict() for e in tap.entries()]}))
-        (out / LINKS_JSON).write_text(json.dumps({"interval": interval, "samples": samples}))
+            "entries": [e.to_dict() for e in tap.entries()]})
+        _write(out / LINKS_JSON, {"interval": interval, "samples": samples})
     finally:
         stop.set()
         tap.close()
+
+
+def _write(path: Path, data: Any) -> None:
+    with gzip.open(path, "wt") as fh:
+        json.dump(data, fh)
+
+
+def read(path: Path) -> Any:
+    """A file the helper wrote (gzip-compressed JSON)."""
+    with gzip.open(path, "rt") as fh:
+        return json.load(fh)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -408,8 +420,7 @@ class TapSession:
             self._log.close()
         if self.proc.returncode != 0:
             raise TapError(f"the flow tap failed (exit {self.proc.returncode}): {self._why()}")
-        return (json.loads((self.out / TAPS_JSON).read_text()),
-                json.loads((self.out / LINKS_JSON).read_text()))
+        return read(self.out / TAPS_JSON), read(self.out / LINKS_JSON)
 
     def kill(self) -> None:
         """End the helper (SIGTERM, so it detaches; SIGKILL after 10 s)."""

@@ -599,8 +599,11 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
         state.switch_csv.write([{"scheme": scheme.name, "load": value, "seed": seed,
                                  **switch_row}])
     if tap is not None and taps is not None:
-        _flowdiag_rows(state, net, scheme.name, value, seed, rows, tap[1], taps,
-                       result.wall_start)
+        try:
+            _flowdiag_rows(state, net, scheme.name, value, seed, rows, tap[1], taps,
+                           result.wall_start)
+        except Exception as exc:  # noqa: BLE001 - a diagnosis is informative, never fatal
+            state.progress.message(f"warning: {scheme.name} {label}: flow paths: {exc!r}")
     state.rows += state.flows_csv.write(rows)
     state.done.add((scheme.name, seed, value))
     not_ok = sum(1 for r in rows if r["status"] != "ok")

@@ -10,12 +10,13 @@ carried the flows' bytes; s3's other uplink, towards s2, carried almost nothing)
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 from engine_runs import assert_report_rerenders, csv_rows, run_spec
+
+from dcnlab.benchmarks.engine import flowtap
 
 pytestmark = [
     pytest.mark.network,
@@ -65,9 +66,9 @@ def test_flowpaths_lists_the_links_each_flow_took_on_ovs_and_ext(tmp_path: Path)
 
     for scheme in ("fp_ovs", "fp_ext"):
         run_dir = out / "runs" / scheme / "seed1_long_flows2" / "flowtap"
-        taps = json.loads((run_dir / "taps.json").read_text())
+        taps = flowtap.read(run_dir / flowtap.TAPS_JSON)
         assert taps["stats"]["lost"] == 0 and taps["stats"]["counted"] > 0
-        samples = json.loads((run_dir / "links.json").read_text())["samples"]
+        samples = flowtap.read(run_dir / flowtap.LINKS_JSON)["samples"]
         assert len(samples) >= 5
         first, last = samples[0]["tx"], samples[-1]["tx"]
 
