@@ -420,7 +420,10 @@ class TapSession:
             self._log.close()
         if self.proc.returncode != 0:
             raise TapError(f"the flow tap failed (exit {self.proc.returncode}): {self._why()}")
-        return read(self.out / TAPS_JSON), read(self.out / LINKS_JSON)
+        try:
+            return read(self.out / TAPS_JSON), read(self.out / LINKS_JSON)
+        except (OSError, ValueError) as exc:
+            raise TapError(f"the flow tap's output is unreadable: {exc}") from None
 
     def kill(self) -> None:
         """End the helper (SIGTERM, so it detaches; SIGKILL after 10 s)."""
