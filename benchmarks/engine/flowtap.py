@@ -6,10 +6,11 @@ counted once per directed link it crossed, when the peer switch's transmission a
 Per (IPv4 5-tuple, ifindex): bytes, packets, first and last CLOCK_MONOTONIC ns of its
 non-SYN packets, SYN packets apart (TCP-Path floods SYN copies over links the flow never
 uses).  It returns TC_ACT_OK, always: forwarding is not touched.  Both switch kinds see
-the same packets there: the kernel hands a received frame to packet taps (the AF_PACKET
-sockets of ``switch_ext`` and of Open vSwitch's userspace datapath) and to the clsact
-ingress hook alike (``__netif_receive_skb_core``); a tap gets a clone, the hook the
-frame, and neither can hide it from the other.  Ingress rather than egress because
+the same packets there: ``__netif_receive_skb_core`` hands a received frame first to the
+packet taps (the AF_PACKET sockets of ``switch_ext`` and of Open vSwitch's userspace
+datapath each get their own reference) and then to the clsact ingress hook, so the hook
+sees every frame the switch reads, microseconds later, and cannot change what the switch
+got.  Ingress rather than egress because
 ``switch_ext`` sends with PACKET_QDISC_BYPASS, which skips the egress hook.
 
 The load timeline: the same helper reads ``/proc/net/dev`` (per network namespace, so
