@@ -43,6 +43,10 @@ the measurement window):
 - ``least_loaded_hops_frac``: the same over every contested choice point of every
   measured elephant (``hop_choices`` of them): equal to the above on a two-tier fabric.
 
+Flows are matched to the tap's entries by (source address, destination address, source
+port, the traffic agents' port): ``traced`` counts the measured elephants found, and a
+flow sent by a scheme transport on ports of its own is not traced.
+
 Per run: a row in ``flowdiag.csv`` (summarized per scheme and sweep value with 95%
 intervals across seeds, summary section "elephant paths") and a row per measured
 elephant in ``flowpaths.csv`` (its links with bytes, its first and last data packet on
