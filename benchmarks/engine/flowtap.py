@@ -271,13 +271,12 @@ class FlowTap:
 
     def stats(self) -> dict[str, int]:
         """seen / counted / lost packets, summed over the CPUs."""
-        ncpu = os.cpu_count() or 1
+        possible = _possible_cpus()
         out = {}
-        val = ctypes.create_string_buffer(8 * max(ncpu, 1) * 4)
+        val = ctypes.create_string_buffer(8 * possible)  # one u64 per possible CPU
         for idx, name in enumerate(STAT_NAMES):
             key = ctypes.c_uint32(idx)
             if self._lib.bpf_map_lookup_elem(self.stats_fd, ctypes.byref(key), val) == 0:
-                possible = _possible_cpus()
                 out[name] = sum(struct.unpack_from("=Q", val.raw, 8 * c)[0]
                                 for c in range(possible))
         return out
