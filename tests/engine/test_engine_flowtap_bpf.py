@@ -79,3 +79,67 @@ def test_a_repeated_flow_costs_one_map_entry(tap: flowtap.FlowTap) -> None:
     assert ret == TC_ACT_OK
     [entry] = tap.entries()
     assert entry.pkts == 1000 and entry.bytes == 1000 * len(data)
+
+
+HELPER_SCRIPT = r"""
+set -e
+ip link set lo up
+tap() {  # attach to lo, let a TCP exchange run, stop; output into $1
+    ( sleep 1.5; echo stop ) | "$PY" -m dcnlab.benchmarks.engine.flowtap --obj "$OBJ" \
+        --out "$1" --interval 0.1 lo &
+    sleep 0.7
+    "$PY" -c 'import socket
+srv = socket.create_server(("127.0.0.1", 5999))
+cli = socket.create_connection(("127.0.0.1", 5999))
+con, _ = srv.accept()
+cli.sendall(b"x" * 100000)
+got = 0
+while got < 100000:
+    got += len(con.recv(65536))
+'
+    wait
+}
+tap "$OUT/first"
+echo "after first: $(tc qdisc show dev lo | grep -c clsact || true)"
+tc qdisc add dev lo clsact
+tap "$OUT/second"
+echo "after second: $(tc qdisc show dev lo | grep -c clsact || true)"
+echo "filters: $(tc filter show dev lo ingress | grep -c bpf || true)"
+"""
+
+
+def test_the_helper_counts_and_removes_only_what_it_added(tmp_path: Path) -> None:
+    """In a private network namespace (unshare -n; gone with the shell): the helper
+    attaches to lo, sees a TCP exchange, samples lo's counters, and leaves lo as it
+    found it -- no clsact qdisc when there was none, the existing one kept otherwise,
+    and no filter either way."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PY": sys.executable, "OBJ": str(flowtap.object_path(tmp_path)),
+           "OUT": str(tmp_path)}
+    proc = subprocess.run(["unshare", "-n", "sh", "-c", HELPER_SCRIPT], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "after first: 0" in proc.stdout, proc.stdout
+    assert "after second: 1" in proc.stdout and "filters: 0" in proc.stdout, proc.stdout
+    for run in ("first", "second"):
+        taps = flowtap.read(tmp_path / run / flowtap.TAPS_JSON)
+        links = flowtap.read(tmp_path / run / flowtap.LINKS_JSON)
+        data = [e for e in taps["entries"] if e["dport"] == 5999 and e["proto"] == 6]
+        assert len(data) == 1 and data[0]["iface"] == "lo"
+        assert data[0]["bytes"] >= 100000 and data[0]["syn_pkts"] == 1
+        assert taps["stats"]["lost"] == 0 and taps["helper_cpu_s"] >= 0
+        tx = [s["tx"]["lo"] for s in links["samples"]]
+        assert len(tx) >= 5 and tx == sorted(tx) and tx[-1] - tx[0] >= 100000
+
+
+def test_a_missing_interface_is_a_clear_error(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    obj = flowtap.object_path(tmp_path)
+    with pytest.raises(flowtap.TapError, match="no interface 'dcnlab-nosuch0'"):
+        flowtap.FlowTap(["dcnlab-nosuch0"], obj)
+    assert flowtap.main(["--obj", str(obj), "--out", str(tmp_path / "o"),
+                         "dcnlab-nosuch0"]) == 1
+    assert "flowtap: no interface 'dcnlab-nosuch0'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
