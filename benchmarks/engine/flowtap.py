@@ -405,7 +405,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=0.2)
     parser.add_argument("ifaces", nargs="+")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # run finally: detach
     try:
         serve(args.ifaces, args.obj, args.out, args.interval, sys.stdin, sys.stdout)
     except TapError as exc:
@@ -501,4 +500,5 @@ def fabric_ifaces(prefix: str, links: Sequence[tuple[str, int, str, int]],
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # run serve's finally: detach
     sys.exit(main())
