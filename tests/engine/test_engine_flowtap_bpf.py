@@ -105,6 +105,14 @@ tc qdisc add dev lo clsact
 tap "$OUT/second"
 echo "after second: $(tc qdisc show dev lo | grep -c clsact || true)"
 echo "filters: $(tc filter show dev lo ingress | grep -c bpf || true)"
+tc qdisc del dev lo clsact
+sleep 30 | "$PY" -m dcnlab.benchmarks.engine.flowtap --obj "$OBJ" --out "$OUT/killed" lo &
+helper=$!
+sleep 1.5
+echo "while attached: $(tc qdisc show dev lo | grep -c clsact || true)"
+kill -TERM "$helper"
+wait "$helper" || true
+echo "after SIGTERM: $(tc qdisc show dev lo | grep -c clsact || true)"
 """
 
 
@@ -112,7 +120,7 @@ def test_the_helper_counts_and_removes_only_what_it_added(tmp_path: Path) -> Non
     """In a private network namespace (unshare -n; gone with the shell): the helper
     attaches to lo, sees a TCP exchange, samples lo's counters, and leaves lo as it
     found it -- no clsact qdisc when there was none, the existing one kept otherwise,
-    and no filter either way."""
+    and no filter either way; also when it is ended by SIGTERM."""
     import subprocess
     import sys
 
@@ -123,6 +131,8 @@ def test_the_helper_counts_and_removes_only_what_it_added(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     assert "after first: 0" in proc.stdout, proc.stdout
     assert "after second: 1" in proc.stdout and "filters: 0" in proc.stdout, proc.stdout
+    # stopped by SIGTERM (TapSession.kill) it detaches too
+    assert "while attached: 1" in proc.stdout and "after SIGTERM: 0" in proc.stdout
     for run in ("first", "second"):
         taps = flowtap.read(tmp_path / run / flowtap.TAPS_JSON)
         links = flowtap.read(tmp_path / run / flowtap.LINKS_JSON)
