@@ -106,12 +106,16 @@ tap "$OUT/second"
 echo "after second: $(tc qdisc show dev lo | grep -c clsact || true)"
 echo "filters: $(tc filter show dev lo ingress | grep -c bpf || true)"
 tc qdisc del dev lo clsact
-sleep 30 | "$PY" -m dcnlab.benchmarks.engine.flowtap --obj "$OBJ" --out "$OUT/killed" lo &
+mkfifo "$OUT/commands"
+"$PY" -m dcnlab.benchmarks.engine.flowtap --obj "$OBJ" --out "$OUT/killed" lo \
+    < "$OUT/commands" &
 helper=$!
+exec 3> "$OUT/commands"  # an open writer: the helper waits for a command
 sleep 1.5
 echo "while attached: $(tc qdisc show dev lo | grep -c clsact || true)"
 kill -TERM "$helper"
 wait "$helper" || true
+exec 3>&-
 echo "after SIGTERM: $(tc qdisc show dev lo | grep -c clsact || true)"
 """
 
