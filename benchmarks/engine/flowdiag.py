@@ -48,11 +48,12 @@ port, the traffic agents' port): ``traced`` counts the measured elephants found,
 flow sent by a scheme transport on ports of its own is not traced.
 
 Per run: a row in ``flowdiag.csv`` (summarized per scheme and sweep value with 95%
-intervals across seeds, summary section "elephant paths") and a row per measured
-elephant in ``flowpaths.csv`` (its links with bytes, its first and last data packet on
-the fabric in seconds since the run's start as in flows.csv, whether it shared, with
-which flows, its first choice and the alternatives' loads).  ``tap_lost`` counts
-packets the tap could not record (its map was full); it should be 0.
+intervals across seeds, summary section "elephant paths", followed by each fraction
+pooled over the seeds' elephants with Wilson's 95% interval: runs hold few elephants)
+and a row per measured elephant in ``flowpaths.csv`` (its links with bytes, its first
+and last data packet on the fabric in seconds since the run's start as in flows.csv,
+whether it shared, with which flows, its first choice and the alternatives' loads).
+``tap_lost`` counts packets the tap could not record (its map was full); it should be 0.
 """
 
 from __future__ import annotations
@@ -305,8 +306,64 @@ def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None) -> list[S
     return netstats.summarize(rows, baseline, METRICS, "flowdiag")
 
 
+# fraction column -> the run column counting its denominator
+POOLED = {"eleph_shared_frac": "traced", "least_loaded_frac": "choices",
+          "least_loaded_hops_frac": "hop_choices"}
+
+
+def wilson(hits: float, n: float, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's 95% interval of a proportion ``hits``/``n``."""
+    if n <= 0:
+        return math.nan, math.nan
+    p = hits / n
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+def pooled(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, float, str],
+                                                      tuple[int, int]]:
+    """Per (scheme, sweep value, fraction): (hits, n) summed over the seeds' runs -- the
+    elephants themselves, where the mean of per-run fractions weighs a run of 2
+    elephants like one of 20."""
+    out: dict[tuple[str, float, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for r in rows:
+        for frac, count in POOLED.items():
+            try:
+                f, n = float(r.get(frac)), float(r.get(count))  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                continue
+            if math.isfinite(f) and n > 0:
+                cell = out[(str(r["scheme"]), float(r["load"]), frac)]
+                cell[0] += f * n
+                cell[1] += n
+    return {k: (round(h), round(n)) for k, (h, n) in out.items()}
+
+
 def render(summary: list[SummaryRow], schemes: list[str], baseline: str | None,
-           sweep: str) -> str:
-    return netstats.render(summary, schemes, baseline, sweep, METRICS, LABELS,
+           sweep: str, rows: Iterable[Mapping[str, Any]] = ()) -> str:
+    """The section: mean ± CI across seeds per metric, then (given the runs' ``rows``)
+    each fraction pooled over the seeds' elephants with Wilson's 95% interval."""
+    text = netstats.render(summary, schemes, baseline, sweep, METRICS, LABELS,
                            "elephant paths (flow tap on the fabric links; definitions in "
                            f"flowdiag.py; ratio to {baseline or '-'} in brackets)")
+    counts = pooled(rows)
+    if not text or not counts:
+        return text
+    lines = ["  pooled over the seeds' elephants: hits/n fraction [Wilson 95%]"]
+    for load in sorted({k[1] for k in counts}):
+        present = [s for s in schemes if any((s, load, f) in counts for f in POOLED)]
+        lines.append(f"  {sweep} {load:g}")
+        lines.append("    " + " " * 26 + "".join(f"{s:>26}" for s in present))
+        for frac in POOLED:
+            cells = []
+            for scheme in present:
+                cell = "-"
+                if (scheme, load, frac) in counts:
+                    hits, n = counts[(scheme, load, frac)]
+                    low, high = wilson(hits, n)
+                    cell = f"{hits}/{n} {hits / n:.2f} [{low:.2f}-{high:.2f}]"
+                cells.append(f"{cell:>26}")
+            lines.append(f"    {LABELS[frac]:26}" + "".join(cells))
+    return text + "\n".join(lines) + "\n"

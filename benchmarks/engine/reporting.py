@@ -80,7 +80,8 @@ def _report_one(out: Path) -> ReportResult:
     net_summary = netstats.summarize(net_rows, baseline)
     switch_summary = switch_stats.summarize(_read_csv(out / switch_stats.SWITCH_CSV))
     path_summary = pathdiag.summarize(_read_csv(out / pathdiag.PATHS_CSV), baseline)
-    flow_summary = flowdiag.summarize(_read_csv(out / flowdiag.FLOWDIAG_CSV), baseline)
+    flow_rows = _read_csv(out / flowdiag.FLOWDIAG_CSV)
+    flow_summary = flowdiag.summarize(flow_rows, baseline)
     others = [b for b in spec.get("other_baselines") or [] if b in seen and b != baseline]
     also = {b: summarize(rows, b, extra) for b in others}
     write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, [
@@ -119,7 +120,7 @@ def _report_one(out: Path) -> ReportResult:
     path_text = pathdiag.render(path_summary, schemes, sweep)
     if path_text:
         table += "\n" + path_text
-    flow_text = flowdiag.render(flow_summary, schemes, baseline, sweep)
+    flow_text = flowdiag.render(flow_summary, schemes, baseline, sweep, flow_rows)
     if flow_text:
         table += "\n" + flow_text
     (out / SUMMARY_TXT).write_text(table)

@@ -309,3 +309,22 @@ def test_the_long_seed001_file_asks_for_the_diagnosis_everywhere() -> None:
     assert by["ovs"].switch == "ovs" and "buffer" not in by["ovs"].topology
     assert by["ext"].switch == "ext" and "buffer=100" in by["ext"].topology
     assert by["threelayer"].topology.startswith("threelayer:")
+
+
+def test_fractions_pooled_over_seeds_with_wilson_intervals() -> None:
+    low, high = flowdiag.wilson(5, 10)
+    assert low == pytest.approx(0.2366, abs=1e-4) and high == pytest.approx(0.7634, abs=1e-4)
+    assert flowdiag.wilson(0, 3)[0] == 0.0 and flowdiag.wilson(3, 3)[1] == 1.0
+    assert all(math.isnan(v) for v in flowdiag.wilson(0, 0))
+    rows = [  # seed 1: 2 traced elephants, 1 shared; seed 2: 8 traced, 6 shared
+        {"scheme": "tp", "load": "0.2", "seed": "1", "eleph_shared_frac": "0.5",
+         "traced": "2", "least_loaded_frac": "", "choices": "0"},
+        {"scheme": "tp", "load": "0.2", "seed": "2", "eleph_shared_frac": "0.75",
+         "traced": "8", "least_loaded_frac": "0.25", "choices": "4"},
+    ]
+    counts = flowdiag.pooled(rows)
+    assert counts[("tp", 0.2, "eleph_shared_frac")] == (7, 10)  # not (0.5 + 0.75) / 2
+    assert counts[("tp", 0.2, "least_loaded_frac")] == (1, 4)
+    assert ("tp", 0.2, "least_loaded_hops_frac") not in counts
+    text = flowdiag.render(flowdiag.summarize(rows, None), ["tp"], None, "load", rows)
+    assert "7/10 0.70 [0.40-0.89]" in text and "1/4 0.25 [0.05-0.70]" in text
