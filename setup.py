@@ -49,6 +49,7 @@ setup(
         "dcnlab.benchmarks": ["experiments/*.yaml", "workloads/*.cdf"],
         "dcnlab.hosts.uc3_agent": ["clamp.bpf.c", "build_bpf.sh", "clamp.bpf.o"],
         "dcnlab.hosts.dctcp": ["dctcp.bpf.c", "build_bpf.sh", "dctcp.bpf.o"],
+        "dcnlab.benchmarks.engine": ["flowtap.bpf.c", "build_flowtap.sh", "flowtap.bpf.o"],
     },
     # The .pth runs dcnlab.compat.install() at interpreter start-up (see dcnlab/compat.py).
     data_files=[(_site_packages_rel(), ["dcnlab-compat.pth"])],

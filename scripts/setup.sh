@@ -92,4 +92,10 @@ if [ ! -f $bpf/dctcp.bpf.o ] || [ $bpf/dctcp.bpf.c -nt $bpf/dctcp.bpf.o ]; then
   say "building the BPF DCTCP ($bpf/dctcp.bpf.o)"
   sh $bpf/build_bpf.sh
 fi
+# -- the engine's flow tap (benchmarks/engine/flowtap.py, `diagnosis: {flow_paths: true}`)
+bpf=benchmarks/engine
+if [ ! -f $bpf/flowtap.bpf.o ] || [ $bpf/flowtap.bpf.c -nt $bpf/flowtap.bpf.o ]; then
+  say "building the engine's flow tap ($bpf/flowtap.bpf.o)"
+  sh $bpf/build_flowtap.sh
+fi
 say "ready: $VENV/bin/dcnlab"

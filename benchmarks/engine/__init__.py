@@ -13,8 +13,9 @@ the load formula), ``marking`` (elephant ports/DSCP), ``tcpinfo`` (struct tcp_in
 ``agent`` (the per-host traffic process), ``replay`` (running agents for one flow list),
 ``spec`` + ``schema`` (YAML experiment specs), ``runner`` (run_experiment), ``metrics``
 (classes, percentiles, CIs, ratios), ``controller_stats`` (what the app did per run),
-``fairness`` (Jain's index and throughput per period from receiver counts), ``results``
-(files),
+``fairness`` (Jain's index and throughput per period from receiver counts), ``flowtap``
+(which fabric links each flow crossed: a tc classifier, and port loads over time),
+``flowdiag`` (elephants sharing links, least-loaded choices), ``results`` (files),
 ``table``/``plots``/``reporting`` (rendering), ``progress`` (the bar), ``environment``
 (versions and machine).
 """

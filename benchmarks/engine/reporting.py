@@ -11,6 +11,7 @@ from . import (
     controller_stats,
     fairness,
     figures,
+    flowdiag,
     netstats,
     pathdiag,
     plots,
@@ -79,11 +80,14 @@ def _report_one(out: Path) -> ReportResult:
     net_summary = netstats.summarize(net_rows, baseline)
     switch_summary = switch_stats.summarize(_read_csv(out / switch_stats.SWITCH_CSV))
     path_summary = pathdiag.summarize(_read_csv(out / pathdiag.PATHS_CSV), baseline)
+    flow_rows = _read_csv(out / flowdiag.FLOWDIAG_CSV)
+    flow_summary = flowdiag.summarize(flow_rows, baseline)
     others = [b for b in spec.get("other_baselines") or [] if b in seen and b != baseline]
     also = {b: summarize(rows, b, extra) for b in others}
     write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, [
         *({**r.as_dict(), "baseline": baseline or ""}
-          for r in [*summary, *fair_summary, *net_summary, *switch_summary, *path_summary]),
+          for r in [*summary, *fair_summary, *net_summary, *switch_summary, *path_summary,
+                    *flow_summary]),
         *({**r.as_dict(), "baseline": b} for b, rows_b in also.items() for r in rows_b)])
     name = meta.get("name", out.name)
     if meta.get("scenario"):
@@ -116,6 +120,9 @@ def _report_one(out: Path) -> ReportResult:
     path_text = pathdiag.render(path_summary, schemes, sweep)
     if path_text:
         table += "\n" + path_text
+    flow_text = flowdiag.render(flow_summary, schemes, baseline, sweep, flow_rows)
+    if flow_text:
+        table += "\n" + flow_text
     (out / SUMMARY_TXT).write_text(table)
     files = [out / SUMMARY_CSV, out / SUMMARY_TXT, *rank_files]
     files += plots.render_all(rows, summary, out / PLOTS_DIR, sweep, schemes)

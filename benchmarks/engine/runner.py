@@ -47,7 +47,16 @@ from dcnlab.hosts import dctcp
 from dcnlab.schemes import registry
 from dcnlab.schemes.base import HostPartsError, HostSession, Transport
 
-from . import controller_stats, environment, fairness, netstats, pathdiag, switch_stats
+from . import (
+    controller_stats,
+    environment,
+    fairness,
+    flowdiag,
+    flowtap,
+    netstats,
+    pathdiag,
+    switch_stats,
+)
 from .marking import assign_marks
 from .metrics import size_class
 from .progress import Progress
@@ -126,6 +135,8 @@ class _State:
     fairness_csv: CsvAppender | None = None  # fairness.COLUMNS, one row per run
     series_csv: CsvAppender | None = None  # fairness.SERIES_COLUMNS, one row per period
     paths_csv: CsvAppender | None = None  # pathdiag.COLUMNS, one row per run
+    flowdiag_csv: CsvAppender | None = None  # flowdiag.COLUMNS, one row per run
+    flowpaths_csv: CsvAppender | None = None  # flowdiag.PATH_COLUMNS, per measured elephant
     rows: int = 0
     not_ok: int = 0
     runs: int = 0
@@ -170,6 +181,7 @@ def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike
             for spec, w, d in zip(specs, workloads, done, strict=True)]
     total = sum(len(w[(seed, value)]) for w, t in zip(workloads, todo, strict=True)
                 for _, seed, value in t)
+    print(estimate_text(specs, [len(t) for t in todo]), file=sys.stderr)
     bar = Progress(total, enabled=progress, runs=sum(len(t) for t in todo))
     results: list[RunResult] = []
     try:
@@ -233,6 +245,10 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
     state.network_csv = CsvAppender(out / netstats.NETWORK_CSV, netstats.COLUMNS)
     state.switch_csv = CsvAppender(out / switch_stats.SWITCH_CSV, switch_stats.COLUMNS)
     state.paths_csv = CsvAppender(out / pathdiag.PATHS_CSV, pathdiag.COLUMNS)
+    if spec.diagnosis.flow_paths:
+        state.flowdiag_csv = CsvAppender(out / flowdiag.FLOWDIAG_CSV, flowdiag.COLUMNS)
+        state.flowpaths_csv = CsvAppender(out / flowdiag.FLOWPATHS_CSV,
+                                          flowdiag.PATH_COLUMNS)
     if (spec.agent.rx_interval or 0) > 0:
         state.fairness_csv = CsvAppender(out / fairness.FAIRNESS_CSV, fairness.COLUMNS)
         state.series_csv = CsvAppender(out / fairness.SERIES_CSV, fairness.SERIES_COLUMNS)
@@ -253,7 +269,8 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
             state.flows_csv.write(_not_run_rows(state, workloads, reason))
         state.flows_csv.close()
         state.controller_csv.close()
-        for csv_out in (state.network_csv, state.switch_csv):
+        for csv_out in (state.network_csv, state.switch_csv, state.flowdiag_csv,
+                        state.flowpaths_csv):
             if csv_out is not None:
                 csv_out.close()
         for appender in (state.fairness_csv, state.series_csv):
@@ -272,10 +289,48 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
 # ---------------------------------------------------------------------------
 
 
+NETWORK_SETUP_S = 30.0  # a network's start-up and stop, roughly (meta.json: startup_s)
+
+
+def estimate_seconds(specs: list[ExperimentSpec], runs: list[int]) -> tuple[float, float]:
+    """(low, high) seconds for ``runs[i]`` runs of ``specs[i]``: each run takes its arrival
+    window plus the settle pause, and at most ``drain`` more for the last flows; each
+    network about NETWORK_SETUP_S to start and stop."""
+    low = high = 0.0
+    for spec, n in zip(specs, runs, strict=True):
+        if not n:
+            continue
+        networks = (n if spec.network == "per_run"
+                    else min(n, len(spec.schemes)))
+        base = n * (spec.duration + spec.settle) + networks * NETWORK_SETUP_S
+        low += base
+        high += base + n * spec.drain
+    return low, high
+
+
+def estimate_text(specs: list[ExperimentSpec], runs: list[int]) -> str:
+    low, high = estimate_seconds(specs, runs)
+    total = sum(runs)
+    return (f"dcnlab run: {total} run(s); estimated time {_hours(low)} (arrivals, settle "
+            f"and network start-ups) to {_hours(high)} (every run draining for its full "
+            "drain time)")
+
+
+def _hours(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+
 def _preflight(specs: list[ExperimentSpec]) -> None:
     """Root, programs and switch kinds: fail before anything is generated or started."""
     from dcnlab.topo.network import NetworkError, preflight
     from dcnlab.topo.switches import SwitchKindError, get_switch_kind
+
+    if any(spec.diagnosis.flow_paths for spec in specs):
+        try:
+            flowtap.check_available()
+        except flowtap.TapError as exc:
+            raise ExperimentError(f"diagnosis.flow_paths: {exc}") from None
 
     kinds = [s.switch or spec.switch for spec in specs for s in spec.schemes]
     for kind_name in dict.fromkeys(kinds):
@@ -325,6 +380,7 @@ def spec_summary(spec: ExperimentSpec) -> dict[str, Any]:
         "marking": dataclasses.asdict(spec.marking), "congestion": spec.congestion,
         "sysctls": spec.sysctls,
         "agent": dataclasses.asdict(spec.agent),
+        "diagnosis": dataclasses.asdict(spec.diagnosis),
         "plots": spec.plots, "tables": spec.tables,
     }
 
@@ -494,6 +550,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     paths_before = _paths_before(net)
     app_before = controller_stats.snapshot(net)
     hosts_before = agents.counters(net) if agents else None
+    tap = _start_tap(state, net, run_dir, label, scheme.name)
+    taps: tuple[dict[str, Any], dict[str, Any]] | None = None
     began = time.monotonic()
     wall_began = time.time()
     try:
@@ -503,9 +561,17 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
                         on_done=lambda _fid, _status: state.progress.advance(),
                         rx_interval=spec.agent.rx_interval or 0.0,
                         transport=transport, transport_options=scheme.transport_options)
+        if tap is not None:
+            try:
+                taps = tap[0].stop()
+            except flowtap.TapError as exc:
+                state.progress.message(f"warning: {scheme.name} {label}: {exc}")
     except ReplayError as exc:
         state.errors.append(f"run {scheme.name} {label}: {exc}")
         raise _Stop from None
+    finally:
+        if tap is not None:
+            tap[0].kill()
     elapsed = time.monotonic() - began
     wall_ended = time.time()
     drops_after = _drops(net)
@@ -532,6 +598,12 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     if state.switch_csv is not None:
         state.switch_csv.write([{"scheme": scheme.name, "load": value, "seed": seed,
                                  **switch_row}])
+    if tap is not None and taps is not None:
+        try:
+            _flowdiag_rows(state, net, scheme.name, value, seed, rows, tap[1], taps,
+                           result.wall_start)
+        except Exception as exc:  # noqa: BLE001 - a diagnosis is informative, never fatal
+            state.progress.message(f"warning: {scheme.name} {label}: flow paths: {exc!r}")
     state.rows += state.flows_csv.write(rows)
     state.done.add((scheme.name, seed, value))
     not_ok = sum(1 for r in rows if r["status"] != "ok")
@@ -766,6 +838,52 @@ def _paths_row(net: Any, scheme: str, value: float, seed: int,
         pathdiag.topology_ups(net), pathdiag.stats_lines(net, offsets)), {})
     return pathdiag.run_row(scheme, value, seed, figures, counters,
                             _quietly(lambda: pathdiag.host_counters(net), None))
+
+
+def _start_tap(state: _State, net: Any, run_dir: Path, label: str, scheme: str
+               ) -> tuple[flowtap.TapSession, dict[str, flowdiag.Link]] | None:
+    """The run's flow tap, attached (``diagnosis.flow_paths``), with the directed link
+    behind each tapped interface; None when off.  Failing to attach ends the experiment:
+    the file asked for the diagnosis."""
+    if not state.spec.diagnosis.flow_paths:
+        return None
+    spec = net.spec
+    ifaces = flowtap.fabric_ifaces(net.prefix, [(lk.a, lk.a_port, lk.b, lk.b_port)
+                                                for lk in spec.links],
+                                   [s.name for s in spec.switches])
+    links = {name: flowdiag.Link(*ends) for name, ends in ifaces.items()}
+    session = flowtap.TapSession(net.netns_pid, list(ifaces), run_dir / "flowtap",
+                                 state.spec.diagnosis.interval)
+    try:
+        session.start()
+    except flowtap.TapError as exc:
+        state.errors.append(f"run {scheme} {label}: diagnosis.flow_paths: {exc}")
+        raise _Stop from None
+    return session, links
+
+
+def _flowdiag_rows(state: _State, net: Any, scheme: str, value: float, seed: int,
+                   rows: list[dict[str, Any]], links: Mapping[str, flowdiag.Link],
+                   taps: tuple[dict[str, Any], dict[str, Any]], wall_start: float) -> None:
+    """flowdiag.csv's row and flowpaths.csv's rows of a run (flowdiag.py); times as in
+    flows.csv, seconds since the replay's T0 (``wall_start``)."""
+    tapped, timeline = taps
+    spec = net.spec
+    ips = {h.name: h.ip for h in spec.hosts}
+    paths = flowdiag.flow_paths(tapped.get("entries", []), links)
+    # every tapped interface is also a switch port: its tx bytes are that port's load
+    tx_ports = {name: (link.dst, link.dst_port) for name, link in links.items()}
+    line = flowdiag.Timeline.from_samples(timeline.get("samples", []), tx_ports)
+    figures, path_rows = flowdiag.analyze(
+        rows, flowdiag.flow_keys(rows, ips, state.spec.agent.port), paths,
+        pathdiag.topology_ups(net), line,
+        int(tapped.get("wall_minus_mono_ns", 0)) - round(wall_start * 1e9),
+        int((tapped.get("stats") or {}).get("lost", 0)))
+    key = {"scheme": scheme, "load": value, "seed": seed}
+    if state.flowdiag_csv is not None:
+        state.flowdiag_csv.write([{**key, **figures}])
+    if state.flowpaths_csv is not None:
+        state.flowpaths_csv.write([{**key, **r} for r in path_rows])
 
 
 def _drops(net: Any) -> dict[str, int] | None:

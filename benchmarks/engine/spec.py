@@ -69,6 +69,11 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
                                   #  also get ECN on (net.ipv4.tcp_ecn=1)
     plots: [...]                  # [none] figures in a paper's shape, and rank tables
     tables: [...]                 #  (figures.py has the schema)
+    diagnosis: {flow_paths: false, interval: 0.2}   # flow_paths: a tc tap on every
+                                  #  fabric link records which links each flow took and
+                                  #  each port's load every `interval` s (0.05..5):
+                                  #  flowpaths.csv, flowdiag.csv (flowdiag.py) [off: it
+                                  #  costs CPU]
     agent: {port: 5001, sample_interval: 0}   # sample_interval > 0: RTT/cwnd samples
                                   #  rx_interval: receiver bytes per flow every so many s
                                   #  (fairness.csv) [0.1 for longlived, else 0 = off]
@@ -176,6 +181,14 @@ class AgentOptions:
 
 
 @dataclass(frozen=True)
+class Diagnosis:
+    """Per-run elephant path diagnosis (flowtap.py, flowdiag.py)."""
+
+    flow_paths: bool = schema.field(False)
+    interval: float = schema.field(0.2, unit="seconds", min=0.05, max=5.0)
+
+
+@dataclass(frozen=True)
 class ExperimentSpec:
     name: str
     topology: str  # canonical topology spec, link options included
@@ -199,6 +212,7 @@ class ExperimentSpec:
     rto_min: str | None = None  # e.g. "10ms": RTO floor on the hosts' routes
     sysctls: dict[str, str] = field(default_factory=dict)  # net.ipv4.tcp_* per host
     other_baselines: list[str] = field(default_factory=list)  # more ratio tables
+    diagnosis: Diagnosis = field(default_factory=Diagnosis)
     # figures and rank tables drawn from the summary (figures.py), as validated data
     plots: list[dict[str, Any]] = field(default_factory=list)
     tables: list[dict[str, Any]] = field(default_factory=list)
@@ -230,8 +244,8 @@ class ExperimentSpec:
 # Top-level fields and the order they are checked in.
 _TOP = ["name", "topology", "switch", "link", "schemes", "baseline", "workload", "loads",
         "seeds", "duration", "warmup", "cooldown", "drain", "settle", "network", "classes",
-        "marking", "congestion", "rto_min", "sysctls", "agent", "plots", "tables",
-        "scenarios"]
+        "marking", "congestion", "rto_min", "sysctls", "diagnosis", "agent", "plots",
+        "tables", "scenarios"]
 _NEEDS_DURATION = {"poisson", "longlived", "shortlong"}
 
 
@@ -349,6 +363,9 @@ def parse_spec(data: Any, source: Path | None = None,
             raise SpecFileError("rto_min", f"{rto_min!r}: expected a duration like 10ms, "
                                 "200us or 1s")
     sysctls = _sysctls(data.get("sysctls"))
+    diagnosis = from_mapping(Diagnosis, data.get("diagnosis"), "diagnosis")
+    if diagnosis.flow_paths:
+        _check_diagnosis(topo, switch, schemes)
     agent = from_mapping(AgentOptions, data.get("agent"), "agent")
     plots = figures.parse_plots(data.get("plots"))
     tables = figures.parse_tables(data.get("tables"))
@@ -366,12 +383,29 @@ def parse_spec(data: Any, source: Path | None = None,
         warmup=warmup, cooldown=cooldown, drain=drain, settle=settle, network=network,
         classes=classes, marking=marking, congestion=congestion, agent=agent,
         rto_min=rto_min, sysctls=sysctls, plots=plots, tables=tables, source=source,
-        raw=data)
+        raw=data, diagnosis=diagnosis)
     _check_workload(spec, topo, base_dir)
     return spec
 
 
 # ---------------------------------------------------------------------------
+
+
+DIAGNOSIS_SWITCHES = ("ovs", "ext")  # switch-side veths the flow tap can hook
+
+
+def _check_diagnosis(topo: TopologySpec, switch: str, schemes: list[Scheme]) -> None:
+    """The flow tap needs switch-to-switch links and a switch kind whose ports are veths
+    it has been tested on."""
+    names = {s.name for s in topo.switches}
+    if not any(lk.a in names and lk.b in names for lk in topo.links):
+        raise SpecFileError("diagnosis.flow_paths", f"topology {topo.spec} has no "
+                            "switch-to-switch links to trace")
+    for kind in dict.fromkeys([switch, *(s.switch for s in schemes if s.switch)]):
+        if kind not in DIAGNOSIS_SWITCHES:
+            raise SpecFileError("diagnosis.flow_paths", f"switch kind {kind!r} is not "
+                                f"supported; the flow tap works with "
+                                f"{' and '.join(DIAGNOSIS_SWITCHES)}")
 
 
 def _required(data: dict[str, Any], key: str) -> Any:
