@@ -555,6 +555,12 @@ class TcpPath(FabricApp):
                              bool(msg.flags & ofp.OFPMPF_REPLY_MORE))
         if done is None:
             return
+        if done == "flows":
+            # Path Fail is level-triggered: per-flow entries on a link that is down (still
+            # there, or back: see DataplaneView.dead_ports) are deleted again, every poll.
+            for port in sorted(self.dp.dead_ports(self.view, msg.datapath.id)):
+                self.counters["tcppath_path_fail_repeated"] += 1
+                self.dataplane_path_fail(msg.datapath.id, port)
         for flow in self.dp.update_paths(self.view) if done == "flows" else ():
             self.counters["tcppath_confirmed"] += flow.new_connection
             if flow.recovered:

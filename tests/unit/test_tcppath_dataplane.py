@@ -321,3 +321,56 @@ def test_copies_never_climb_back_up_through_another_leaf(
     (late,) = [f for f in leaf6.flows if f.cookie == dpl.COOKIE_COUNT | dpl.COUNT_LATE]
     (copies,) = [f.packets for f in leaf6.flows if f.cookie == dpl.COOKIE_COUNT | dpl.COUNT_FIRST]
     assert copies == 1 and late.packets == len(SPINES) - 1  # one copy from every spine
+
+
+def test_path_fail_is_level_triggered_and_never_reports_a_path_over_a_dead_link(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #15: after Path Fail deleted a flow's entries, the controller recorded the old
+    path again (as a recovery) from a flow-stats reply to a request sent before the
+    deletion, and Open vSwitch re-added the deleted learned entries (its revalidators
+    refresh a learned flow for a datapath flow that still had packets to account for), so
+    the flow's last recorded path crossed the failed link.  A path over a link that is
+    down is never reported, and entries on it are deleted again at every poll."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
+    fab.send(h5, h1, 5001, 40000, SYNACK)
+    fab.poll()
+    old = {d: list(fab.flow_table(d)) for d in (3, 5, 7)}
+    stale = {d: fab.net.switches[d].flow_stats(dpl.T_FLOW, dpl.COOKIE_FLOW, dpl.COOKIE_ALL)
+             for d in (3, 5, 7)}
+    port = _port(fab.view, 3, 7)
+    fab.view.set_port_up(3, port, False)  # the link spine 3 - leaf 7 goes down
+    desc = SimpleNamespace(port_no=port, state=ofp.OFPPS_LINK_DOWN, config=0)
+    ev = _ev(datapath=fab.dps[3], reason=ofp.OFPPR_MODIFY, desc=desc)
+    fab.app._port_status(ev)
+    fab.app._tcppath_port_status(ev)
+    fab.drain()
+    assert fab.path_holding_entries() == []
+    # Replies to requests sent before the deletion arrive afterwards: the old path is not
+    # reported again, nor counted as recovered, and its entries are deleted again.
+    for dpid, body in stale.items():
+        fab.app._flow_stats(_ev(datapath=fab.dps[dpid], xid=9000 + dpid, body=body, flags=0))
+    assert fab.app.counters.get("tcppath_recovered", 0) == 0
+    assert not [f for f in fab.app.state()["tcppath"]["recent"][1:] if f["sport"] == 40000]
+    # The switches re-add the deleted entries (as Open vSwitch's revalidators do) ...
+    for dpid, flows in old.items():
+        for flow in flows:
+            fab.net.switches[dpid].add(flow)
+    assert fab.path_holding_entries() == [3, 5, 7]
+    fab.poll()  # ... the next poll finds entries on the dead link and deletes them again
+    assert fab.app.counters["tcppath_path_fail_repeated"] >= 1
+    fab.drain()
+    assert fab.path_holding_entries() == []
+    assert fab.app.counters.get("tcppath_recovered", 0) == 0
+    assert fab.app.counters["tcppath_path_fail"] == 1  # one connection, failed once
+    # The flow's next packets explore a path that avoids the dead link.
+    fab.net.expire(5.0)
+    fab.send(h1, h5, 40000, 5001, ACK)
+    fab.send(h5, h1, 5001, 40000, ACK)
+    path = fab.path_holding_entries()
+    assert 3 not in path and 5 in path and 7 in path and len(path) == 3
+    fab.poll()
+    assert fab.app.counters["tcppath_recovered"] == 1
+    recorded = [f["path"] for f in fab.app.state()["tcppath"]["recent"] if f["sport"] == 40000]
+    assert recorded[0] == [5, 3, 7] and all(3 not in p for p in recorded[1:]), recorded

@@ -61,6 +61,16 @@ revalidated the source edge's datapath flow, travel as copies of the same explor
 along the same tree: more copies than the paper's ``NS*(NL-1)`` at the leaves, never a
 second path; switch_ext, which looks every packet up, sends exactly that many.)
 
+Path Fail: when a fabric port goes down the controller deletes, on every switch, the
+per-flow entries, locks and seen entries of each connection whose path (as last polled)
+crossed it; the connection's next client-side packet explores again.  Deletion alone does
+not last on Open vSwitch: its revalidators re-add a deleted learned flow for a datapath
+flow whose actions learned it and that still had packets to account for, and a flow-stats
+reply to a request sent before the deletion still lists the old entries.  So Path Fail is
+also level-triggered: every poll, per-flow entries on a port whose link is down are deleted
+again (counter ``tcppath_path_fail_repeated``), and a path over a link that is down is
+never reported (nor counted as recovered).
+
 Exploring only from host ports keeps the rest loop-free: a packet that misses
 FLOW in the fabric continues on the default routes, and per-flow entries match in_port.
 
@@ -343,6 +353,10 @@ def delete_port_flows(dp: Any, port: int) -> list[Any]:
 Tuple = tuple[str, str, int, int]  # eth_src, eth_dst, tcp_src, tcp_dst: one direction
 
 
+def _link_up(view: NetworkView, a: int, b: int) -> bool:
+    return bool(view.graph.edges[a, b].get("up", True))
+
+
 def reverse(t: Tuple) -> Tuple:
     return (t[1], t[0], t[3], t[2])
 
@@ -466,10 +480,26 @@ class DataplaneView:
             if host is not None:
                 return path if host.mac == key[1] else None
             peer = view.peer(dpid, out)
-            if peer is None:
-                return None
+            if peer is None or not _link_up(view, dpid, peer[0]):
+                return None  # not a fabric port, or its link is down: no path (yet)
             dpid, in_port = peer
         return None  # a loop: never reported as a path
+
+    def dead_ports(self, view: NetworkView, dpid: int) -> set[int]:
+        """Ports of ``dpid`` whose link is down and that a per-flow entry (as last polled)
+        still comes in from or goes out to.  After Path Fail deleted them, such entries come
+        back: Open vSwitch's revalidators re-add a learned flow that was deleted while a
+        datapath flow whose actions learned it still had packets to account for
+        (``ofproto_flow_mod_learn_refresh``), and a reply to a request sent before the
+        deletion still lists them."""
+        used = {p for (in_port, *_), out in self.tables.get(dpid, {}).items()
+                for p in (in_port, out)}
+        dead = set()
+        for port in used:
+            peer = view.peer(dpid, port)
+            if peer is not None and not _link_up(view, dpid, peer[0]):
+                dead.add(port)
+        return dead
 
     def connections_over(self, dpid: int, port: int) -> set[Tuple]:
         table = self.tables.get(dpid, {})
