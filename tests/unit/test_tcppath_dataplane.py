@@ -44,6 +44,7 @@ class Fabric:
         self.net = FakeNetwork(self.view)
         self.dps = {s.dpid: FakeDatapath(s.dpid) for s in spec.switches}
         self.removed: list[tuple[int, Any, int]] = []
+        self.unanswered: list[tuple[int, int]] = []  # barriers drain(barriers=False) kept
         for dp in self.dps.values():
             self.app._features(_ev(datapath=dp))
         for dp in self.dps.values():
@@ -53,10 +54,25 @@ class Fabric:
             self.app._barrier(_ev(datapath=dp, xid=barrier[0].xid))
         self.drain()
 
-    def drain(self) -> None:
-        for dpid, dp in self.dps.items():
-            self.net.replay(dpid, [m for m in dp.take()
-                                   if isinstance(m, (parser.OFPFlowMod, parser.OFPGroupMod))])
+    def drain(self, barriers: bool = True) -> None:
+        """Apply what the app sent; ``barriers``: answer its barrier requests (after the
+        messages before them), until the app sends nothing more."""
+        while True:
+            answered = False
+            for dpid, dp in self.dps.items():
+                msgs = dp.take()
+                self.net.replay(dpid, [m for m in msgs if isinstance(
+                    m, (parser.OFPFlowMod, parser.OFPGroupMod))])
+                for m in msgs:
+                    if not isinstance(m, parser.OFPBarrierRequest):
+                        continue
+                    if barriers:
+                        self.app._barrier(_ev(datapath=dp, xid=m.xid))
+                        answered = True
+                    else:
+                        self.unanswered.append((dpid, m.xid))
+            if not answered:
+                return
 
     def host(self, name: str) -> HostLocation:
         return next(h for h in self.view.hosts if h.name == name)
@@ -374,3 +390,50 @@ def test_path_fail_is_level_triggered_and_never_reports_a_path_over_a_dead_link(
     assert fab.app.counters["tcppath_recovered"] == 1
     recorded = [f["path"] for f in fab.app.state()["tcppath"]["recent"] if f["sport"] == 40000]
     assert recorded[0] == [5, 3, 7] and all(3 not in p for p in recorded[1:]), recorded
+
+
+def test_path_fail_deletes_at_the_connections_edges_last(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #15: the client's edge losing its entries starts the re-exploration at once;
+    its copies must not meet deletes still on their way to other switches (they wiped the
+    new locks there, and the new path stayed unconfirmed).  The edges' deletes go out only
+    once every other switch has answered a barrier sent after its deletes."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = fab.host("h1"), fab.host("h5")  # on leaves 5 and 7
+    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
+    fab.send(h5, h1, 5001, 40000, SYNACK)
+    fab.poll()
+    port = _port(fab.view, 3, 7)
+    fab.view.set_port_up(3, port, False)
+    desc = SimpleNamespace(port_no=port, state=ofp.OFPPS_LINK_DOWN, config=0)
+    for dpid, p in ((3, port), (7, _port(fab.view, 7, 3))):  # both ends report it
+        ev = _ev(datapath=fab.dps[dpid], reason=ofp.OFPPR_MODIFY,
+                 desc=SimpleNamespace(port_no=p, state=desc.state, config=0))
+        fab.app._port_status(ev)
+        fab.app._tcppath_port_status(ev)
+    fab.drain(barriers=False)
+    # Locks and seen entries are gone everywhere, and so are the per-flow entries but the
+    # edges' (leaf 7's on the dead port too): they wait for the barriers' answers.
+    assert fab.path_holding_entries() == [5, 7]
+    assert not any(sw.table(dpl.T_LOCK) or [f for f in sw.table(dpl.T_SEEN)
+                                            if f.cookie == dpl.COOKIE_SEEN]
+                   for sw in fab.net.switches.values())
+    fab.send(h1, h5, 40000, 5001, ACK)  # forwarded by the old entries (and lost), and ...
+    assert not any(sw.table(dpl.T_LOCK) for sw in fab.net.switches.values())  # no exploring
+    # One barrier per switch (the second report of the same link started no second
+    # deletion); the edges' per-flow entries go once the last one is answered.
+    assert sorted(d for d, _ in fab.unanswered) == sorted(fab.dps)
+    for d, xid in fab.unanswered:
+        assert fab.path_holding_entries() == [5, 7]
+        fab.app._barrier(_ev(datapath=fab.dps[d], xid=xid))
+        fab.drain(barriers=False)
+    fab.drain()
+    assert fab.path_holding_entries() == []
+    # The re-exploration starts now and finds every switch clean: a complete new path.
+    fab.net.expire(5.0)
+    fab.send(h1, h5, 40000, 5001, ACK, _fast_via(2))
+    fab.send(h5, h1, 5001, 40000, ACK)
+    assert fab.path_holding_entries() == [2, 5, 7]
+    fab.poll()
+    assert fab.app.counters["tcppath_recovered"] == 1
+    assert fab.app.counters["tcppath_path_fail"] == 1

@@ -63,13 +63,19 @@ second path; switch_ext, which looks every packet up, sends exactly that many.)
 
 Path Fail: when a fabric port goes down the controller deletes, on every switch, the
 per-flow entries, locks and seen entries of each connection whose path (as last polled)
-crossed it; the connection's next client-side packet explores again.  Deletion alone does
-not last on Open vSwitch: its revalidators re-add a deleted learned flow for a datapath
-flow whose actions learned it and that still had packets to account for, and a flow-stats
-reply to a request sent before the deletion still lists the old entries.  So Path Fail is
-also level-triggered: every poll, per-flow entries on a port whose link is down are deleted
-again (counter ``tcppath_path_fail_repeated``), and a path over a link that is down is
-never reported (nor counted as recovered).
+crossed it; the connection's next client-side packet explores again.  It deletes in two
+phases: locks and seen entries everywhere and per-flow entries on every switch but the
+connection's two edges, then, once each switch has answered a barrier, the edges' per-flow
+entries.  The client's edge losing its entry starts the exploration, whose copies so find
+no delete still on its way (one arriving after a copy wiped that copy's lock and seen
+entry, and the new path stayed unconfirmed there).  Deletion alone does not last on Open
+vSwitch: its revalidators re-add a deleted learned flow for a datapath flow whose actions
+learned it and that still had packets to account for, and a flow-stats reply to a request
+sent before the deletion still lists the old entries.  So Path Fail is also
+level-triggered: every poll, the connections of per-flow entries on a port whose link is
+down are deleted again, unless their deletion is under way (counter
+``tcppath_path_fail_repeated``), and a path over a link that is down is never reported
+(nor counted as recovered).
 
 Exploring only from host ports keeps the rest loop-free: a packet that misses
 FLOW in the fabric continues on the default routes, and per-flow entries match in_port.
@@ -366,15 +372,20 @@ def connection(t: Tuple) -> Tuple:
     return min(t, reverse(t))
 
 
-def delete_connection(dp: Any, conn: Tuple) -> list[Any]:
+LEARNED = ((T_FLOW, COOKIE_FLOW), (T_LOCK, COOKIE_LOCK), (T_SEEN, COOKIE_SEEN))
+
+
+def delete_connection(dp: Any, conn: Tuple,
+                      tables: Iterable[tuple[int, int]] = LEARNED) -> list[Any]:
     """Both directions' per-flow entries, locks and seen entries of a connection (a lock
-    left behind would confirm the old path again)."""
+    left behind would confirm the old path again); ``tables``: only those (table, cookie)
+    kinds."""
+    kinds = tuple(tables)
     return [_delete(dp, table=table, cookie=cookie, eth_type=ETH_TYPE_IP,
                     ip_proto=IPPROTO_TCP, eth_src=t[0], eth_dst=t[1], tcp_src=t[2],
                     tcp_dst=t[3])
             for t in (conn, reverse(conn))
-            for table, cookie in ((T_FLOW, COOKIE_FLOW), (T_LOCK, COOKIE_LOCK),
-                                  (T_SEEN, COOKIE_SEEN))]
+            for table, cookie in kinds]
 
 
 @dataclass
