@@ -116,6 +116,24 @@ def _port(view: NetworkView, dpid: int, peer: int) -> int:
     return view.graph.edges[dpid, peer]["ports"][dpid]
 
 
+def test_copies_are_told_apart_by_their_exact_generation_on_entry(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #15: a datapath cache (Open vSwitch's megaflows) wildcards every bit no entry
+    looks at.  With one masked entry for all generations, a re-exploration's copies matched
+    the cached decisions about the previous exploration's late copies (drop) and the new
+    exploration died at every switch until the cache was revalidated.  Copies enter the
+    pipeline by an entry matching their generation's VLAN id exactly, on every port."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    vids = {dpl.OFPVID_PRESENT | dpl.EXPLORE_VID | g for g in range(dpl.GENERATIONS)}
+    for dpid, sw in fab.net.switches.items():
+        entries = [dict(f.match) for f in sw.table(dpl.T_MAIN)
+                   if dpl.kind_of(f.cookie) == dpl.COUNT_COPY_IN]
+        assert all(isinstance(m["vlan_vid"], int) for m in entries)  # not masked
+        fabric = fab.view.fabric_ports(dpid)
+        assert {(m["in_port"], m["vlan_vid"]) for m in entries} == {
+            (p, v) for p in fabric for v in vids}
+
+
 def _lock_port(fab: Fabric, dpid: int) -> int:
     (lock,) = [f for f in fab.net.switches[dpid].table(dpl.T_LOCK)]
     (load,) = lock.actions

@@ -10,7 +10,8 @@ generation), so a switch tells them from packets on their ordinary routes.  Eigh
 ====== ========= ==========================================================================
 table  name      entries
 ====== ========= ==========================================================================
-0      MAIN      ARP/LLDP punts (the base's); tagged copy from a fabric port -> SEEN, DECIDE;
+0      MAIN      ARP/LLDP punts (the base's); tagged copy from a fabric port (one entry per
+                 port and generation, exact VLAN id) -> SEEN, DECIDE;
                  any other tagged frame -> drop; untagged TCP -> ``tcp_src`` to reg5,
                  LOCK, CONFIRM; anything else -> DEFAULT
 1      LOCK      *learned* reverse locks: DS tuple -> ``reg1 = lock port`` (the port the
@@ -246,8 +247,15 @@ def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout:
     out: list[FlowEntry] = []
     # MAIN
     for port in ports.all_fabric:
-        out.append(_entry(T_MAIN, 900, explore, COOKIE_COUNT | COUNT_COPY_IN,
-                          in_port=port, vlan_vid=TAGGED))
+        # One entry per generation, matching its VLAN id exactly: a datapath cache entry
+        # (Open vSwitch's megaflow) then matches the generation's VLAN id exactly too, so a
+        # re-exploration's copies miss the cached decisions about the previous one's (its
+        # late copies: drop) and are looked up again in the tables as they are now.  With
+        # one masked entry for all generations, the caches took them for the previous
+        # exploration's late copies and dropped them until revalidated (issue #15).
+        for gen in range(GENERATIONS):
+            out.append(_entry(T_MAIN, 900, explore, COOKIE_COUNT | COUNT_COPY_IN,
+                              in_port=port, vlan_vid=OFPVID_PRESENT | EXPLORE_VID | gen))
     out.append(_entry(T_MAIN, 890, (), vlan_vid=(OFPVID_PRESENT, OFPVID_PRESENT)))
     tcp_actions: tuple[Action, ...] = (("move", "tcp_src", 0, REG_SPORT, 0, 16),
                                        ("resubmit", T_LOCK), ("resubmit", T_CONFIRM))
@@ -279,7 +287,7 @@ def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout:
     for gen in range(GENERATIONS):
         # Successive explorations of one tuple carry different VLAN ids, so datapath
         # caches (Open vSwitch keeps a flow up to 10 s) never take one's copies for the
-        # previous one's.
+        # previous one's (MAIN matches each generation's VLAN id exactly).
         out.append(_entry(T_DECIDE, 5, learn + (
             learn_generation((gen + 1) % GENERATIONS), ("push_vlan", ETH_TYPE_VLAN),
             ("set_field", "vlan_vid", OFPVID_PRESENT | EXPLORE_VID | gen),
