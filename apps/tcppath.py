@@ -99,6 +99,8 @@ SERIES_LEN = 600
 RECENT_FLOWS = 500
 PENDING_XIDS = 4096
 FAIL_BARRIER_WAIT = 2.0  # s: Path Fail deletes at a connection's edges by then at the latest
+FAIL_RETRY_AFTER = 1.0  # s after a Path Fail deletion: a half-confirmed connection explores again
+FAIL_RETRIES = 2
 
 
 class TcpPath(FabricApp):
@@ -135,6 +137,9 @@ class TcpPath(FabricApp):
         self._fail_batches: dict[int, tuple[float, list[tuple[int, Any]], frozenset[int]]] = {}
         self._fail_serial = 0
         self._deleting: dict[dpl.Tuple, int] = {}  # connection -> its batch
+        # connection -> (when its last deletion finished, deletions so far): failed
+        # connections not yet seen on a complete new path
+        self._fail_done: dict[dpl.Tuple, tuple[float, int]] = {}
         self._threads.append(hub.spawn(self._ticker))
 
     def elephant_filter(self) -> rules.ElephantFilter | None:
@@ -533,7 +538,35 @@ class TcpPath(FabricApp):
             if dp is not None:
                 dp.send_msg(msg)
         self._fail_barriers = {k: b for k, b in self._fail_barriers.items() if b != batch}
-        self._deleting = {c: b for c, b in self._deleting.items() if b != batch}
+        for conn in [c for c, b in self._deleting.items() if b == batch]:
+            del self._deleting[conn]
+            self._fail_done[conn] = (self.now(), self._fail_done.get(conn, (0.0, 0))[1] + 1)
+
+    def _retry_half_confirmed(self) -> None:
+        """A failed connection whose entries came back (its re-exploration was confirmed
+        on some switches) but that has no complete path a while after its deletion is
+        deleted again, so it explores again: on Open vSwitch a re-exploration can start
+        without any copy leaving the client's edge.  A revalidator that re-translates the
+        busy datapath flow whose per-flow entry was deleted executes the explore entry's
+        ``learn`` actions (seen, lock, generation) for the packets it accounts for, and the
+        next revalidation already finds the new seen entry: no packet took the flooding
+        actions in between (captured: no tagged frame on the edge's uplinks), the edge
+        treats the connection as pending for the lock timeout and the other direction's
+        packets, on the default routes, confirm it at the edge alone (issue #15)."""
+        now = self.now()
+        for conn, (done, tries) in list(self._fail_done.items()):
+            if conn not in self.dp.failed:  # recovered
+                del self._fail_done[conn]
+                continue
+            if now - done < FAIL_RETRY_AFTER or conn in self._deleting:
+                continue
+            if tries > FAIL_RETRIES:
+                del self._fail_done[conn]
+                continue
+            keys = {conn, dpl.reverse(conn)}
+            if any(k[1:] in keys for table in self.dp.tables.values() for k in table):
+                self.counters["tcppath_path_fail_retried"] += 1
+                self._delete_connection(conn)
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier(self, ev: Any) -> None:
@@ -632,12 +665,15 @@ class TcpPath(FabricApp):
                 self.counters["tcppath_path_fail_repeated"] += 1
                 self.dataplane_path_fail(msg.datapath.id, port)
         for flow in self.dp.update_paths(self.view) if done == "flows" else ():
+            self._fail_done.pop(dpl.connection(flow.key), None)
             self.counters["tcppath_confirmed"] += flow.new_connection
             if flow.recovered:
                 self.counters["tcppath_recovered"] += 1
             self.recent.append({"serial": 0, "src": flow.src_ip, "sport": flow.sport,
                                 "dst": flow.dst_ip, "dport": flow.dport, "path": flow.path,
                                 "time": time.time()})
+        if done == "flows":
+            self._retry_half_confirmed()
         totals = self.dp.totals()
         self.copy_bytes = totals.pop("tcppath_copy_bytes") or self.copy_bytes
         for name, value in totals.items():

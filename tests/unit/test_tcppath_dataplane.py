@@ -455,3 +455,56 @@ def test_path_fail_deletes_at_the_connections_edges_last(
     fab.poll()
     assert fab.app.counters["tcppath_recovered"] == 1
     assert fab.app.counters["tcppath_path_fail"] == 1
+
+
+def test_a_failed_connection_confirmed_at_its_edge_alone_explores_again(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #15: on Open vSwitch a re-exploration after Path Fail can start without any
+    copy leaving the client's edge (a revalidator executes the explore entry's learn
+    actions for a busy datapath flow, and the next revalidation already finds the seen
+    entry).  The other direction, on the default routes, then confirms the connection at
+    the client's edge alone and no complete path forms.  Played here by the edge's
+    uplinks dropping the copies: a while after the deletion the controller deletes the
+    half-confirmed connection again, and its next exploration completes."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    clock = [100.0]
+    monkeypatch.setattr(fab.app, "now", lambda: clock[0])
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
+    fab.send(h5, h1, 5001, 40000, SYNACK)
+    fab.poll()
+    port = _port(fab.view, 3, 7)
+    fab.view.set_port_up(3, port, False)
+    ev = _ev(datapath=fab.dps[3], reason=ofp.OFPPR_MODIFY,
+             desc=SimpleNamespace(port_no=port, state=ofp.OFPPS_LINK_DOWN, config=0))
+    fab.app._port_status(ev)
+    fab.app._tcppath_port_status(ev)
+    fab.drain()
+    fab.net.expire(5.0)
+    # The exploration starts at leaf 5 (seen, lock, generation) but no copy leaves it.
+    uplinks = [(5, s) for s in SPINES]
+    for a, b in uplinks:
+        fab.view.set_port_up(a, _port(fab.view, a, b), False)
+    explored = fab.send(h1, h5, 40000, 5001, ACK)
+    assert not explored.to(h5.ip)
+    for a, b in uplinks:
+        fab.view.set_port_up(a, _port(fab.view, a, b), True)
+    pending = fab.send(h1, h5, 40000, 5001, ACK)  # pending: the default routes
+    assert len(pending.to(h5.ip)) == 1
+    fab.send(h5, h1, 5001, 40000, ACK)  # confirms at leaf 5 only
+    assert fab.path_holding_entries() == [5]
+    fab.poll()
+    assert fab.app.counters.get("tcppath_path_fail_retried", 0) == 0  # not yet
+    clock[0] += 1.5
+    fab.poll()
+    assert fab.app.counters["tcppath_path_fail_retried"] == 1
+    fab.drain()
+    assert fab.path_holding_entries() == []
+    fab.send(h1, h5, 40000, 5001, ACK, _fast_via(2))  # explores again, copies go out
+    fab.send(h5, h1, 5001, 40000, ACK)
+    assert fab.path_holding_entries() == [2, 5, 7]
+    fab.poll()
+    assert fab.app.counters["tcppath_recovered"] == 1
+    clock[0] += 5.0
+    fab.poll()  # a complete path: no more retries
+    assert fab.app.counters["tcppath_path_fail_retried"] == 1
