@@ -76,7 +76,14 @@ sent before the deletion still lists the old entries.  So Path Fail is also
 level-triggered: every poll, the connections of per-flow entries on a port whose link is
 down are deleted again, unless their deletion is under way (counter
 ``tcppath_path_fail_repeated``), and a path over a link that is down is never reported
-(nor counted as recovered).
+(nor counted as recovered).  On Open vSwitch a re-exploration can also start without any
+copy leaving the client's edge: a revalidator re-translating the busy datapath flow whose
+per-flow entry was deleted executes the explore entry's ``learn`` actions (seen, lock,
+generation) for the packets it accounts for, and its next revalidation already finds the
+seen entry, so no packet took the flooding actions; the other direction's packets, on the
+default routes, then confirm the connection at the client's edge alone.  A failed
+connection that has entries again but no complete path 1 s after its deletion is deleted
+again, at most twice (counter ``tcppath_path_fail_retried``).
 
 Exploring only from host ports keeps the rest loop-free: a packet that misses
 FLOW in the fabric continues on the default routes, and per-flow entries match in_port.
