@@ -501,9 +501,9 @@ class TcpPath(FabricApp):
         has answered a barrier sent after those deletes, the edges' per-flow entries.  The
         connection explores again as soon as its client's edge has lost its per-flow entry,
         and its copies must find every switch clean: deleting everywhere at once let them
-        reach switches whose deletes were still on the way, which then wiped the new locks
-        and seen entries, and the new path stayed unconfirmed there (issue #15).  A deletion
-        under way is not started again.  Returns its batch."""
+        reach switches whose deletes were still on the way, which would then wipe the new
+        locks and seen entries and leave the new path unconfirmed there.  A deletion under
+        way is not started again.  Returns its batch."""
         if conn in self._deleting:
             return self._deleting[conn]
         self._fail_serial += 1
@@ -512,12 +512,12 @@ class TcpPath(FabricApp):
         later: list[tuple[int, Any]] = []
         for dpid, dp in sorted(self.datapaths.items()):
             if dpid in edges:
-                now = dpl.delete_connection(dp, conn, dpl.LEARNED[1:])
+                first = dpl.delete_connection(dp, conn, dpl.LEARNED[1:])
                 later += [(dpid, m) for m in dpl.delete_connection(dp, conn, dpl.LEARNED[:1])]
             else:
-                now = dpl.delete_connection(dp, conn)
-            self.counters["messages"] += len(now)
-            for msg in now:
+                first = dpl.delete_connection(dp, conn)
+            self.counters["messages"] += len(first)
+            for msg in first:
                 dp.send_msg(msg)
             barrier = dp.ofproto_parser.OFPBarrierRequest(dp)
             dp.set_xid(barrier)

@@ -412,10 +412,10 @@ def test_path_fail_is_level_triggered_and_never_reports_a_path_over_a_dead_link(
 
 def test_path_fail_deletes_at_the_connections_edges_last(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue #15: the client's edge losing its entries starts the re-exploration at once;
-    its copies must not meet deletes still on their way to other switches (they wiped the
-    new locks there, and the new path stayed unconfirmed).  The edges' deletes go out only
-    once every other switch has answered a barrier sent after its deletes."""
+    """The client's edge losing its entries starts the re-exploration at once; its copies
+    must not meet deletes still on their way to other switches (they would wipe the new
+    locks there and leave the new path unconfirmed).  The edges' per-flow entries are
+    deleted only once every switch has answered a barrier sent after its deletes."""
     fab = Fabric(TcpPath, tmp_path, monkeypatch)
     h1, h5 = fab.host("h1"), fab.host("h5")  # on leaves 5 and 7
     fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))

@@ -68,8 +68,8 @@ crossed it; the connection's next client-side packet explores again.  It deletes
 phases: locks and seen entries everywhere and per-flow entries on every switch but the
 connection's two edges, then, once each switch has answered a barrier, the edges' per-flow
 entries.  The client's edge losing its entry starts the exploration, whose copies so find
-no delete still on its way (one arriving after a copy wiped that copy's lock and seen
-entry, and the new path stayed unconfirmed there).  Deletion alone does not last on Open
+no delete still on its way (one arriving after a copy would wipe that copy's lock and seen
+entry and leave the new path unconfirmed there).  Deletion alone does not last on Open
 vSwitch: its revalidators re-add a deleted learned flow for a datapath flow whose actions
 learned it and that still had packets to account for, and a flow-stats reply to a request
 sent before the deletion still lists the old entries.  So Path Fail is also
