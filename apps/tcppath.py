@@ -98,6 +98,9 @@ TICK = 0.5  # s between lock expiry sweeps and entry-count samples
 SERIES_LEN = 600
 RECENT_FLOWS = 500
 PENDING_XIDS = 4096
+FAIL_BARRIER_WAIT = 2.0  # s: Path Fail deletes at a connection's edges by then at the latest
+FAIL_RETRY_AFTER = 1.0  # s after a Path Fail deletion: a half-confirmed connection explores again
+FAIL_RETRIES = 2
 
 
 class TcpPath(FabricApp):
@@ -127,6 +130,16 @@ class TcpPath(FabricApp):
         self._augmented: object = None
         # Switches known to accept masked TCP ports (Open vSwitch): TFE classifies there.
         self.port_masks: set[int] = set()
+        # Path Fail deletes a connection in two phases (see _delete_connection): the
+        # barriers still unanswered, (dpid, xid) -> batch
+        self._fail_barriers: dict[tuple[int, int], int] = {}
+        # batch -> (started, the edges' deletes, the edges)
+        self._fail_batches: dict[int, tuple[float, list[tuple[int, Any]], frozenset[int]]] = {}
+        self._fail_serial = 0
+        self._deleting: dict[dpl.Tuple, int] = {}  # connection -> its batch
+        # connection -> (when its last deletion finished, deletions so far): failed
+        # connections not yet seen on a complete new path
+        self._fail_done: dict[dpl.Tuple, tuple[float, int]] = {}
         self._threads.append(hub.spawn(self._ticker))
 
     def elephant_filter(self) -> rules.ElephantFilter | None:
@@ -466,15 +479,102 @@ class TcpPath(FabricApp):
     def dataplane_path_fail(self, dpid: int, port: int) -> None:
         """Delete the per-flow entries of every flow over (dpid, port) on every switch; the
         flows' next packets find no entry at their edge and explore a new path."""
-        for msg in dpl.delete_port_flows(self.datapaths.get(dpid), port):
-            self.datapaths[dpid].send_msg(msg)
+        port_msgs = dpl.delete_port_flows(self.datapaths.get(dpid), port)
+        batches = []
         for conn in self.dp.connections_over(dpid, port):
             if self.dp.fail(conn):
                 self.counters["tcppath_path_fail"] += 1
-            for dp in self.datapaths.values():
-                for msg in dpl.delete_connection(dp, conn):
-                    dp.send_msg(msg)
-                    self.counters["messages"] += 1
+            batches.append(self._delete_connection(conn))
+        # At an edge of one of them, the port's per-flow entries go in the second phase.
+        pending = [self._fail_batches[b] for b in batches if b in self._fail_batches]
+        edge = next((later for _, later, edges in pending if dpid in edges), None)
+        if edge is not None:
+            edge.extend((dpid, m) for m in port_msgs)
+        else:
+            for msg in port_msgs:
+                self.datapaths[dpid].send_msg(msg)
+
+    def _delete_connection(self, conn: dpl.Tuple) -> int:
+        """Delete a connection's per-flow entries, locks and seen entries everywhere, in two
+        phases: first the locks and seen entries everywhere and the per-flow entries on
+        every switch but the edges (the switches of its two hosts); then, once every switch
+        has answered a barrier sent after those deletes, the edges' per-flow entries.  The
+        connection explores again as soon as its client's edge has lost its per-flow entry,
+        and its copies must find every switch clean: deleting everywhere at once let them
+        reach switches whose deletes were still on the way, which would then wipe the new
+        locks and seen entries and leave the new path unconfirmed there.  A deletion under
+        way is not started again.  Returns its batch."""
+        if conn in self._deleting:
+            return self._deleting[conn]
+        self._fail_serial += 1
+        batch = self._fail_serial
+        edges = {h.dpid for h in self.view.hosts if h.mac in (conn[0], conn[1])}
+        later: list[tuple[int, Any]] = []
+        for dpid, dp in sorted(self.datapaths.items()):
+            if dpid in edges:
+                first = dpl.delete_connection(dp, conn, dpl.LEARNED[1:])
+                later += [(dpid, m) for m in dpl.delete_connection(dp, conn, dpl.LEARNED[:1])]
+            else:
+                first = dpl.delete_connection(dp, conn)
+            self.counters["messages"] += len(first)
+            for msg in first:
+                dp.send_msg(msg)
+            barrier = dp.ofproto_parser.OFPBarrierRequest(dp)
+            dp.set_xid(barrier)
+            dp.send_msg(barrier)
+            self._fail_barriers[(dpid, barrier.xid)] = batch
+        self.counters["messages"] += len(later)
+        self._deleting[conn] = batch
+        self._fail_batches[batch] = (self.now(), later, frozenset(edges))
+        if batch not in self._fail_barriers.values():
+            self._finish_delete(batch)
+        return batch
+
+    def _finish_delete(self, batch: int) -> None:
+        """The second phase of a connection's deletion: its edges."""
+        _, later, _ = self._fail_batches.pop(batch, (0.0, [], frozenset()))
+        for dpid, msg in later:
+            dp = self.datapaths.get(dpid)
+            if dp is not None:
+                dp.send_msg(msg)
+        self._fail_barriers = {k: b for k, b in self._fail_barriers.items() if b != batch}
+        for conn in [c for c, b in self._deleting.items() if b == batch]:
+            del self._deleting[conn]
+            self._fail_done[conn] = (self.now(), self._fail_done.get(conn, (0.0, 0))[1] + 1)
+
+    def _retry_half_confirmed(self) -> None:
+        """A failed connection whose entries came back (its re-exploration was confirmed
+        on some switches) but that has no complete path a while after its deletion is
+        deleted again, so it explores again: on Open vSwitch a re-exploration can start
+        without any copy leaving the client's edge.  A revalidator that re-translates the
+        busy datapath flow whose per-flow entry was deleted executes the explore entry's
+        ``learn`` actions (seen, lock, generation) for the packets it accounts for, and the
+        next revalidation already finds the new seen entry: no packet took the flooding
+        actions in between (captured: no tagged frame on the edge's uplinks), the edge
+        treats the connection as pending for the lock timeout and the other direction's
+        packets, on the default routes, confirm it at the edge alone (issue #15)."""
+        now = self.now()
+        for conn, (done, tries) in list(self._fail_done.items()):
+            if conn not in self.dp.failed:  # recovered
+                del self._fail_done[conn]
+                continue
+            if now - done < FAIL_RETRY_AFTER or conn in self._deleting:
+                continue
+            if tries > FAIL_RETRIES:
+                del self._fail_done[conn]
+                continue
+            keys = {conn, dpl.reverse(conn)}
+            if any(k[1:] in keys for table in self.dp.tables.values() for k in table):
+                self.counters["tcppath_path_fail_retried"] += 1
+                self._delete_connection(conn)
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def _barrier(self, ev: Any) -> None:
+        batch = self._fail_barriers.pop((ev.msg.datapath.id, ev.msg.xid), None)
+        if batch is None:
+            super()._barrier(ev)
+        elif batch not in self._fail_barriers.values():
+            self._finish_delete(batch)
 
     def path_fail(self, dpid: int, port: int) -> None:
         """Invalidate every flow over (dpid, port) on its whole path; re-explore it."""
@@ -539,6 +639,9 @@ class TcpPath(FabricApp):
             for dp in list(self.datapaths.values()):
                 for msg in dpl.stats_requests(dp):
                     dp.send_msg(msg)
+            for batch, (started, _, _) in list(self._fail_batches.items()):
+                if now - started > FAIL_BARRIER_WAIT:  # a switch that never answered
+                    self._finish_delete(batch)
         self.counters["tcppath_expired"] += len(self.paths.expire(now))
         self.series.append((round(time.time(), 2), self._count_entries()))
         self._dirty = True
@@ -555,13 +658,22 @@ class TcpPath(FabricApp):
                              bool(msg.flags & ofp.OFPMPF_REPLY_MORE))
         if done is None:
             return
+        if done == "flows":
+            # Path Fail is level-triggered: per-flow entries on a link that is down (still
+            # there, or back: see DataplaneView.dead_ports) are deleted again, every poll.
+            for port in sorted(self.dp.dead_ports(self.view, msg.datapath.id)):
+                self.counters["tcppath_path_fail_repeated"] += 1
+                self.dataplane_path_fail(msg.datapath.id, port)
         for flow in self.dp.update_paths(self.view) if done == "flows" else ():
+            self._fail_done.pop(dpl.connection(flow.key), None)
             self.counters["tcppath_confirmed"] += flow.new_connection
             if flow.recovered:
                 self.counters["tcppath_recovered"] += 1
             self.recent.append({"serial": 0, "src": flow.src_ip, "sport": flow.sport,
                                 "dst": flow.dst_ip, "dport": flow.dport, "path": flow.path,
                                 "time": time.time()})
+        if done == "flows":
+            self._retry_half_confirmed()
         totals = self.dp.totals()
         self.copy_bytes = totals.pop("tcppath_copy_bytes") or self.copy_bytes
         for name, value in totals.items():

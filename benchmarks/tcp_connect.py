@@ -3,7 +3,7 @@
 Run inside Mininet hosts by ``dcnlab check`` (TCP-Path's congestion invariant), the
 TCP-Path network tests and :mod:`dcnlab.benchmarks.tcppath_setup`::
 
-    python -m dcnlab.benchmarks.tcp_connect serve --port 7000
+    python -m dcnlab.benchmarks.tcp_connect serve --port 7000 [--timeout 15]
     python -m dcnlab.benchmarks.tcp_connect connect --host 10.0.1.1 --port 7000 \\
         --sport 45000 --count 20 --parallel 1 --bytes 1000
 
@@ -11,6 +11,12 @@ TCP-Path network tests and :mod:`dcnlab.benchmarks.tcppath_setup`::
 (s), whether the whole exchange (send ``--bytes``, read the echo of one byte, close)
 completed, and the error if not.  Source ports are bound explicitly (TFE marks
 elephants by source port), one per connection: ``sport``, ``sport + 1``, ...
+
+``serve`` closes a connection that sends nothing for ``--timeout`` seconds (default
+:data:`TIMEOUT`).  A client that stays quiet on purpose must stay quiet for clearly less
+than that: at the boundary the outcome is decided by the kernel's timer slack (0.1 % of
+the timeout at nice 0, 0.5 % when niced: up to 15 or 75 ms at 15 s), and a client whose
+next segment arrives after the close is answered with a reset.
 """
 
 from __future__ import annotations
@@ -23,12 +29,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-TIMEOUT = 15.0
+TIMEOUT = 15.0  # s: default of serve --timeout (and the clients' socket timeout)
 
 
-def _handle(conn: socket.socket) -> None:
+def _handle(conn: socket.socket, timeout: float = TIMEOUT) -> None:
     with conn:
-        conn.settimeout(TIMEOUT)
+        conn.settimeout(timeout)
         try:
             while True:
                 data = conn.recv(65536)
@@ -40,14 +46,16 @@ def _handle(conn: socket.socket) -> None:
             pass
 
 
-def serve(port: int) -> None:
+def serve(port: int, timeout: float = TIMEOUT) -> None:
+    if not timeout > 0:
+        raise ValueError(f"serve: --timeout must be positive seconds, not {timeout}")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("0.0.0.0", port))
     sock.listen(512)
     while True:
         conn, _ = sock.accept()
-        threading.Thread(target=_handle, args=(conn,), daemon=True).start()
+        threading.Thread(target=_handle, args=(conn, timeout), daemon=True).start()
 
 
 def one(host: str, port: int, sport: int, size: int) -> dict[str, Any]:
@@ -86,6 +94,8 @@ def main(argv: list[str] | None = None) -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve")
     s.add_argument("--port", type=int, required=True)
+    s.add_argument("--timeout", type=float, default=TIMEOUT,
+                   help="close a connection quiet for this many seconds (default %(default)s)")
     c = sub.add_parser("connect")
     c.add_argument("--host", required=True)
     c.add_argument("--port", type=int, required=True)
@@ -96,7 +106,9 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("--interval", type=float, default=0.0)
     args = ap.parse_args(argv)
     if args.cmd == "serve":
-        serve(args.port)
+        if not args.timeout > 0:
+            ap.error(f"serve --timeout must be positive seconds, not {args.timeout}")
+        serve(args.port, args.timeout)
     else:
         rows = connect(args.host, args.port, args.sport, args.count, args.parallel,
                        args.bytes, args.interval)

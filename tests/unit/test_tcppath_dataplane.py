@@ -44,6 +44,7 @@ class Fabric:
         self.net = FakeNetwork(self.view)
         self.dps = {s.dpid: FakeDatapath(s.dpid) for s in spec.switches}
         self.removed: list[tuple[int, Any, int]] = []
+        self.unanswered: list[tuple[int, int]] = []  # barriers drain(barriers=False) kept
         for dp in self.dps.values():
             self.app._features(_ev(datapath=dp))
         for dp in self.dps.values():
@@ -53,10 +54,25 @@ class Fabric:
             self.app._barrier(_ev(datapath=dp, xid=barrier[0].xid))
         self.drain()
 
-    def drain(self) -> None:
-        for dpid, dp in self.dps.items():
-            self.net.replay(dpid, [m for m in dp.take()
-                                   if isinstance(m, (parser.OFPFlowMod, parser.OFPGroupMod))])
+    def drain(self, barriers: bool = True) -> None:
+        """Apply what the app sent; ``barriers``: answer its barrier requests (after the
+        messages before them), until the app sends nothing more."""
+        while True:
+            answered = False
+            for dpid, dp in self.dps.items():
+                msgs = dp.take()
+                self.net.replay(dpid, [m for m in msgs if isinstance(
+                    m, (parser.OFPFlowMod, parser.OFPGroupMod))])
+                for m in msgs:
+                    if not isinstance(m, parser.OFPBarrierRequest):
+                        continue
+                    if barriers:
+                        self.app._barrier(_ev(datapath=dp, xid=m.xid))
+                        answered = True
+                    else:
+                        self.unanswered.append((dpid, m.xid))
+            if not answered:
+                return
 
     def host(self, name: str) -> HostLocation:
         return next(h for h in self.view.hosts if h.name == name)
@@ -98,6 +114,24 @@ def _fast_via(spine: int) -> dict[tuple[int, int], float]:
 
 def _port(view: NetworkView, dpid: int, peer: int) -> int:
     return view.graph.edges[dpid, peer]["ports"][dpid]
+
+
+def test_copies_are_told_apart_by_their_exact_generation_on_entry(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #15: a datapath cache (Open vSwitch's megaflows) wildcards every bit no entry
+    looks at.  With one masked entry for all generations, a re-exploration's copies matched
+    the cached decisions about the previous exploration's late copies (drop) and the new
+    exploration died at every switch until the cache was revalidated.  Copies enter the
+    pipeline by an entry matching their generation's VLAN id exactly, on every port."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    vids = {dpl.OFPVID_PRESENT | dpl.EXPLORE_VID | g for g in range(dpl.GENERATIONS)}
+    for dpid, sw in fab.net.switches.items():
+        entries = [dict(f.match) for f in sw.table(dpl.T_MAIN)
+                   if dpl.kind_of(f.cookie) == dpl.COUNT_COPY_IN]
+        assert all(isinstance(m["vlan_vid"], int) for m in entries)  # not masked
+        fabric = fab.view.fabric_ports(dpid)
+        assert {(m["in_port"], m["vlan_vid"]) for m in entries} == {
+            (p, v) for p in fabric for v in vids}
 
 
 def _lock_port(fab: Fabric, dpid: int) -> int:
@@ -321,3 +355,156 @@ def test_copies_never_climb_back_up_through_another_leaf(
     (late,) = [f for f in leaf6.flows if f.cookie == dpl.COOKIE_COUNT | dpl.COUNT_LATE]
     (copies,) = [f.packets for f in leaf6.flows if f.cookie == dpl.COOKIE_COUNT | dpl.COUNT_FIRST]
     assert copies == 1 and late.packets == len(SPINES) - 1  # one copy from every spine
+
+
+def test_path_fail_is_level_triggered_and_never_reports_a_path_over_a_dead_link(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #15: after Path Fail deleted a flow's entries, the controller recorded the old
+    path again (as a recovery) from a flow-stats reply to a request sent before the
+    deletion, and Open vSwitch re-added the deleted learned entries (its revalidators
+    refresh a learned flow for a datapath flow that still had packets to account for), so
+    the flow's last recorded path crossed the failed link.  A path over a link that is
+    down is never reported, and entries on it are deleted again at every poll."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
+    fab.send(h5, h1, 5001, 40000, SYNACK)
+    fab.poll()
+    old = {d: list(fab.flow_table(d)) for d in (3, 5, 7)}
+    stale = {d: fab.net.switches[d].flow_stats(dpl.T_FLOW, dpl.COOKIE_FLOW, dpl.COOKIE_ALL)
+             for d in (3, 5, 7)}
+    port = _port(fab.view, 3, 7)
+    fab.view.set_port_up(3, port, False)  # the link spine 3 - leaf 7 goes down
+    desc = SimpleNamespace(port_no=port, state=ofp.OFPPS_LINK_DOWN, config=0)
+    ev = _ev(datapath=fab.dps[3], reason=ofp.OFPPR_MODIFY, desc=desc)
+    fab.app._port_status(ev)
+    fab.app._tcppath_port_status(ev)
+    fab.drain()
+    assert fab.path_holding_entries() == []
+    # Replies to requests sent before the deletion arrive afterwards: the old path is not
+    # reported again, nor counted as recovered, and its entries are deleted again.
+    for dpid, body in stale.items():
+        fab.app._flow_stats(_ev(datapath=fab.dps[dpid], xid=9000 + dpid, body=body, flags=0))
+    assert fab.app.counters.get("tcppath_recovered", 0) == 0
+    assert not [f for f in fab.app.state()["tcppath"]["recent"][1:] if f["sport"] == 40000]
+    # The switches re-add the deleted entries (as Open vSwitch's revalidators do) ...
+    for dpid, flows in old.items():
+        for flow in flows:
+            fab.net.switches[dpid].add(flow)
+    assert fab.path_holding_entries() == [3, 5, 7]
+    fab.poll()  # ... the next poll finds entries on the dead link and deletes them again
+    assert fab.app.counters["tcppath_path_fail_repeated"] >= 1
+    fab.drain()
+    assert fab.path_holding_entries() == []
+    assert fab.app.counters.get("tcppath_recovered", 0) == 0
+    assert fab.app.counters["tcppath_path_fail"] == 1  # one connection, failed once
+    # The flow's next packets explore a path that avoids the dead link.
+    fab.net.expire(5.0)
+    fab.send(h1, h5, 40000, 5001, ACK)
+    fab.send(h5, h1, 5001, 40000, ACK)
+    path = fab.path_holding_entries()
+    assert 3 not in path and 5 in path and 7 in path and len(path) == 3
+    fab.poll()
+    assert fab.app.counters["tcppath_recovered"] == 1
+    recorded = [f["path"] for f in fab.app.state()["tcppath"]["recent"] if f["sport"] == 40000]
+    assert recorded[0] == [5, 3, 7] and all(3 not in p for p in recorded[1:]), recorded
+
+
+def test_path_fail_deletes_at_the_connections_edges_last(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's edge losing its entries starts the re-exploration at once; its copies
+    must not meet deletes still on their way to other switches (they would wipe the new
+    locks there and leave the new path unconfirmed).  The edges' per-flow entries are
+    deleted only once every switch has answered a barrier sent after its deletes."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = fab.host("h1"), fab.host("h5")  # on leaves 5 and 7
+    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
+    fab.send(h5, h1, 5001, 40000, SYNACK)
+    fab.poll()
+    port = _port(fab.view, 3, 7)
+    fab.view.set_port_up(3, port, False)
+    desc = SimpleNamespace(port_no=port, state=ofp.OFPPS_LINK_DOWN, config=0)
+    for dpid, p in ((3, port), (7, _port(fab.view, 7, 3))):  # both ends report it
+        ev = _ev(datapath=fab.dps[dpid], reason=ofp.OFPPR_MODIFY,
+                 desc=SimpleNamespace(port_no=p, state=desc.state, config=0))
+        fab.app._port_status(ev)
+        fab.app._tcppath_port_status(ev)
+    fab.drain(barriers=False)
+    # Locks and seen entries are gone everywhere, and so are the per-flow entries but the
+    # edges' (leaf 7's on the dead port too): they wait for the barriers' answers.
+    assert fab.path_holding_entries() == [5, 7]
+    assert not any(sw.table(dpl.T_LOCK) or [f for f in sw.table(dpl.T_SEEN)
+                                            if f.cookie == dpl.COOKIE_SEEN]
+                   for sw in fab.net.switches.values())
+    fab.send(h1, h5, 40000, 5001, ACK)  # forwarded by the old entries (and lost), and ...
+    assert not any(sw.table(dpl.T_LOCK) for sw in fab.net.switches.values())  # no exploring
+    # One barrier per switch (the second report of the same link started no second
+    # deletion); the edges' per-flow entries go once the last one is answered.
+    assert sorted(d for d, _ in fab.unanswered) == sorted(fab.dps)
+    for d, xid in fab.unanswered:
+        assert fab.path_holding_entries() == [5, 7]
+        fab.app._barrier(_ev(datapath=fab.dps[d], xid=xid))
+        fab.drain(barriers=False)
+    fab.drain()
+    assert fab.path_holding_entries() == []
+    # The re-exploration starts now and finds every switch clean: a complete new path.
+    fab.net.expire(5.0)
+    fab.send(h1, h5, 40000, 5001, ACK, _fast_via(2))
+    fab.send(h5, h1, 5001, 40000, ACK)
+    assert fab.path_holding_entries() == [2, 5, 7]
+    fab.poll()
+    assert fab.app.counters["tcppath_recovered"] == 1
+    assert fab.app.counters["tcppath_path_fail"] == 1
+
+
+def test_a_failed_connection_confirmed_at_its_edge_alone_explores_again(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #15: on Open vSwitch a re-exploration after Path Fail can start without any
+    copy leaving the client's edge (a revalidator executes the explore entry's learn
+    actions for a busy datapath flow, and the next revalidation already finds the seen
+    entry).  The other direction, on the default routes, then confirms the connection at
+    the client's edge alone and no complete path forms.  Played here by the edge's
+    uplinks dropping the copies: a while after the deletion the controller deletes the
+    half-confirmed connection again, and its next exploration completes."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    clock = [100.0]
+    monkeypatch.setattr(fab.app, "now", lambda: clock[0])
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
+    fab.send(h5, h1, 5001, 40000, SYNACK)
+    fab.poll()
+    port = _port(fab.view, 3, 7)
+    fab.view.set_port_up(3, port, False)
+    ev = _ev(datapath=fab.dps[3], reason=ofp.OFPPR_MODIFY,
+             desc=SimpleNamespace(port_no=port, state=ofp.OFPPS_LINK_DOWN, config=0))
+    fab.app._port_status(ev)
+    fab.app._tcppath_port_status(ev)
+    fab.drain()
+    fab.net.expire(5.0)
+    # The exploration starts at leaf 5 (seen, lock, generation) but no copy leaves it.
+    uplinks = [(5, s) for s in SPINES]
+    for a, b in uplinks:
+        fab.view.set_port_up(a, _port(fab.view, a, b), False)
+    explored = fab.send(h1, h5, 40000, 5001, ACK)
+    assert not explored.to(h5.ip)
+    for a, b in uplinks:
+        fab.view.set_port_up(a, _port(fab.view, a, b), True)
+    pending = fab.send(h1, h5, 40000, 5001, ACK)  # pending: the default routes
+    assert len(pending.to(h5.ip)) == 1
+    fab.send(h5, h1, 5001, 40000, ACK)  # confirms at leaf 5 only
+    assert fab.path_holding_entries() == [5]
+    fab.poll()
+    assert fab.app.counters.get("tcppath_path_fail_retried", 0) == 0  # not yet
+    clock[0] += 1.5
+    fab.poll()
+    assert fab.app.counters["tcppath_path_fail_retried"] == 1
+    fab.drain()
+    assert fab.path_holding_entries() == []
+    fab.send(h1, h5, 40000, 5001, ACK, _fast_via(2))  # explores again, copies go out
+    fab.send(h5, h1, 5001, 40000, ACK)
+    assert fab.path_holding_entries() == [2, 5, 7]
+    fab.poll()
+    assert fab.app.counters["tcppath_recovered"] == 1
+    clock[0] += 5.0
+    fab.poll()  # a complete path: no more retries
+    assert fab.app.counters["tcppath_path_fail_retried"] == 1

@@ -10,7 +10,8 @@ generation), so a switch tells them from packets on their ordinary routes.  Eigh
 ====== ========= ==========================================================================
 table  name      entries
 ====== ========= ==========================================================================
-0      MAIN      ARP/LLDP punts (the base's); tagged copy from a fabric port -> SEEN, DECIDE;
+0      MAIN      ARP/LLDP punts (the base's); tagged copy from a fabric port (one entry per
+                 port and generation, exact VLAN id) -> SEEN, DECIDE;
                  any other tagged frame -> drop; untagged TCP -> ``tcp_src`` to reg5,
                  LOCK, CONFIRM; anything else -> DEFAULT
 1      LOCK      *learned* reverse locks: DS tuple -> ``reg1 = lock port`` (the port the
@@ -60,6 +61,29 @@ caching makes a connection's next few packets after its SYN, until Open vSwitch 
 revalidated the source edge's datapath flow, travel as copies of the same exploration
 along the same tree: more copies than the paper's ``NS*(NL-1)`` at the leaves, never a
 second path; switch_ext, which looks every packet up, sends exactly that many.)
+
+Path Fail: when a fabric port goes down the controller deletes, on every switch, the
+per-flow entries, locks and seen entries of each connection whose path (as last polled)
+crossed it; the connection's next client-side packet explores again.  It deletes in two
+phases: locks and seen entries everywhere and per-flow entries on every switch but the
+connection's two edges, then, once each switch has answered a barrier, the edges' per-flow
+entries.  The client's edge losing its entry starts the exploration, whose copies so find
+no delete still on its way (one arriving after a copy would wipe that copy's lock and seen
+entry and leave the new path unconfirmed there).  Deletion alone does not last on Open
+vSwitch: its revalidators re-add a deleted learned flow for a datapath flow whose actions
+learned it and that still had packets to account for, and a flow-stats reply to a request
+sent before the deletion still lists the old entries.  So Path Fail is also
+level-triggered: every poll, the connections of per-flow entries on a port whose link is
+down are deleted again, unless their deletion is under way (counter
+``tcppath_path_fail_repeated``), and a path over a link that is down is never reported
+(nor counted as recovered).  On Open vSwitch a re-exploration can also start without any
+copy leaving the client's edge: a revalidator re-translating the busy datapath flow whose
+per-flow entry was deleted executes the explore entry's ``learn`` actions (seen, lock,
+generation) for the packets it accounts for, and its next revalidation already finds the
+seen entry, so no packet took the flooding actions; the other direction's packets, on the
+default routes, then confirm the connection at the client's edge alone.  A failed
+connection that has entries again but no complete path 1 s after its deletion is deleted
+again, at most twice (counter ``tcppath_path_fail_retried``).
 
 Exploring only from host ports keeps the rest loop-free: a packet that misses
 FLOW in the fabric continues on the default routes, and per-flow entries match in_port.
@@ -230,8 +254,15 @@ def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout:
     out: list[FlowEntry] = []
     # MAIN
     for port in ports.all_fabric:
-        out.append(_entry(T_MAIN, 900, explore, COOKIE_COUNT | COUNT_COPY_IN,
-                          in_port=port, vlan_vid=TAGGED))
+        # One entry per generation, matching its VLAN id exactly: a datapath cache entry
+        # (Open vSwitch's megaflow) then matches the generation's VLAN id exactly too, so a
+        # re-exploration's copies miss the cached decisions about the previous one's (its
+        # late copies: drop) and are looked up again in the tables as they are now.  With
+        # one masked entry for all generations, the caches took them for the previous
+        # exploration's late copies and dropped them until revalidated (issue #15).
+        for gen in range(GENERATIONS):
+            out.append(_entry(T_MAIN, 900, explore, COOKIE_COUNT | COUNT_COPY_IN,
+                              in_port=port, vlan_vid=OFPVID_PRESENT | EXPLORE_VID | gen))
     out.append(_entry(T_MAIN, 890, (), vlan_vid=(OFPVID_PRESENT, OFPVID_PRESENT)))
     tcp_actions: tuple[Action, ...] = (("move", "tcp_src", 0, REG_SPORT, 0, 16),
                                        ("resubmit", T_LOCK), ("resubmit", T_CONFIRM))
@@ -263,7 +294,7 @@ def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout:
     for gen in range(GENERATIONS):
         # Successive explorations of one tuple carry different VLAN ids, so datapath
         # caches (Open vSwitch keeps a flow up to 10 s) never take one's copies for the
-        # previous one's.
+        # previous one's (MAIN matches each generation's VLAN id exactly).
         out.append(_entry(T_DECIDE, 5, learn + (
             learn_generation((gen + 1) % GENERATIONS), ("push_vlan", ETH_TYPE_VLAN),
             ("set_field", "vlan_vid", OFPVID_PRESENT | EXPLORE_VID | gen),
@@ -343,6 +374,10 @@ def delete_port_flows(dp: Any, port: int) -> list[Any]:
 Tuple = tuple[str, str, int, int]  # eth_src, eth_dst, tcp_src, tcp_dst: one direction
 
 
+def _link_up(view: NetworkView, a: int, b: int) -> bool:
+    return bool(view.graph.edges[a, b].get("up", True))
+
+
 def reverse(t: Tuple) -> Tuple:
     return (t[1], t[0], t[3], t[2])
 
@@ -352,15 +387,20 @@ def connection(t: Tuple) -> Tuple:
     return min(t, reverse(t))
 
 
-def delete_connection(dp: Any, conn: Tuple) -> list[Any]:
+LEARNED = ((T_FLOW, COOKIE_FLOW), (T_LOCK, COOKIE_LOCK), (T_SEEN, COOKIE_SEEN))
+
+
+def delete_connection(dp: Any, conn: Tuple,
+                      tables: Iterable[tuple[int, int]] = LEARNED) -> list[Any]:
     """Both directions' per-flow entries, locks and seen entries of a connection (a lock
-    left behind would confirm the old path again)."""
+    left behind would confirm the old path again); ``tables``: only those (table, cookie)
+    kinds."""
+    kinds = tuple(tables)
     return [_delete(dp, table=table, cookie=cookie, eth_type=ETH_TYPE_IP,
                     ip_proto=IPPROTO_TCP, eth_src=t[0], eth_dst=t[1], tcp_src=t[2],
                     tcp_dst=t[3])
             for t in (conn, reverse(conn))
-            for table, cookie in ((T_FLOW, COOKIE_FLOW), (T_LOCK, COOKIE_LOCK),
-                                  (T_SEEN, COOKIE_SEEN))]
+            for table, cookie in kinds]
 
 
 @dataclass
@@ -466,10 +506,26 @@ class DataplaneView:
             if host is not None:
                 return path if host.mac == key[1] else None
             peer = view.peer(dpid, out)
-            if peer is None:
-                return None
+            if peer is None or not _link_up(view, dpid, peer[0]):
+                return None  # not a fabric port, or its link is down: no path (yet)
             dpid, in_port = peer
         return None  # a loop: never reported as a path
+
+    def dead_ports(self, view: NetworkView, dpid: int) -> set[int]:
+        """Ports of ``dpid`` whose link is down and that a per-flow entry (as last polled)
+        still comes in from or goes out to.  After Path Fail deleted them, such entries come
+        back: Open vSwitch's revalidators re-add a learned flow that was deleted while a
+        datapath flow whose actions learned it still had packets to account for
+        (``ofproto_flow_mod_learn_refresh``), and a reply to a request sent before the
+        deletion still lists them."""
+        used = {p for (in_port, *_), out in self.tables.get(dpid, {}).items()
+                for p in (in_port, out)}
+        dead = set()
+        for port in used:
+            peer = view.peer(dpid, port)
+            if peer is not None and not _link_up(view, dpid, peer[0]):
+                dead.add(port)
+        return dead
 
     def connections_over(self, dpid: int, port: int) -> set[Tuple]:
         table = self.tables.get(dpid, {})
