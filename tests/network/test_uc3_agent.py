@@ -115,6 +115,20 @@ def _measure(host: Any, lport: int) -> dict[str, float]:
             "cwnd_max": max(cwnds)}
 
 
+def _state_reaches(path: Path, key: str, minimum: int, timeout: float = 10.0) -> int:
+    """The agent's state-file counter ``key`` once it is at least ``minimum``, or its last
+    value when ``timeout`` runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = int(json.loads(path.read_text())[key])
+        except (OSError, ValueError, KeyError):
+            value = -1
+        if value >= minimum or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
 def _send(proc: Any, line: str) -> None:
     proc.stdin.write(line + "\n")
     proc.stdin.flush()
@@ -200,7 +214,8 @@ def test_clamps_follow_allocations_and_fail_open(files: dict[str, Path], engine:
             log_text = files["log"].read_text()
             assert "closed unauthenticated connection" in log_text
             assert "HMAC mismatch" in log_text and "bad magic" in log_text
-            assert json.loads(files["state"].read_text())["refused"] >= 2
+            # The state file is rewritten at most once a second (both engines).
+            assert _state_reaches(files["state"], "refused", 2) >= 2
             assert _ss(h1, lport)["cwnd"] <= 40
 
             # Controller silence: the agent lifts the clamp, the flow speeds up.
