@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import ctypes.util
 import gzip
 import json
 import os
@@ -50,6 +49,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from dcnlab import libbpf
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "flowtap.bpf.c"
@@ -73,21 +74,13 @@ class TapError(RuntimeError):
 
 def build_object(out: Path) -> Path:
     """Compile flowtap.bpf.c with clang (build_flowtap.sh) into ``out``."""
-    if shutil.which("clang") is None:
-        raise TapError("clang not found: apt-get install clang llvm libbpf-dev linux-libc-dev")
-    proc = subprocess.run(["sh", str(HERE / "build_flowtap.sh"), str(out)],
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise TapError(f"building {SOURCE.name} failed:\n{proc.stderr.strip()}")
-    return out
+    return libbpf.build_object(SOURCE, HERE / "build_flowtap.sh", out, TapError)
 
 
 def object_path(work_dir: Path) -> Path:
     """The prebuilt object if it is newer than the source, else a fresh build in work_dir."""
-    if PREBUILT.exists() and PREBUILT.stat().st_mtime >= SOURCE.stat().st_mtime:
-        return PREBUILT
-    work_dir.mkdir(parents=True, exist_ok=True)
-    return build_object(work_dir / "flowtap.bpf.o")
+    return libbpf.object_path(SOURCE, PREBUILT, HERE / "build_flowtap.sh", work_dir,
+                              TapError)
 
 
 def check_available() -> None:
@@ -95,7 +88,7 @@ def check_available() -> None:
     import tempfile
 
     _libbpf()
-    if PREBUILT.exists() and PREBUILT.stat().st_mtime >= SOURCE.stat().st_mtime:
+    if libbpf.prebuilt_is_current(SOURCE, PREBUILT):
         return
     with tempfile.TemporaryDirectory(prefix="dcnlab-flowtap-") as tmp:
         build_object(Path(tmp) / "flowtap.bpf.o")
@@ -129,36 +122,19 @@ class _TestRunOpts(ctypes.Structure):
 
 
 def _libbpf() -> ctypes.CDLL:
-    name = ctypes.util.find_library("bpf") or "libbpf.so.1"
-    try:
-        lib = ctypes.CDLL(name, use_errno=True)
-    except OSError as exc:
-        raise TapError(f"libbpf not loadable ({exc}): apt-get install libbpf1") from None
-    vp, cp, i = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
-    for fname, restype, argtypes in (
-        ("bpf_object__open_file", vp, [cp, vp]),
-        ("bpf_object__load", i, [vp]),
-        ("bpf_object__close", None, [vp]),
-        ("bpf_object__find_program_by_name", vp, [vp, cp]),
-        ("bpf_object__find_map_by_name", vp, [vp, cp]),
-        ("bpf_program__fd", i, [vp]),
-        ("bpf_map__fd", i, [vp]),
-        ("bpf_map_lookup_elem", i, [i, vp, vp]),
-        ("bpf_map_get_next_key", i, [i, vp, vp]),
-        ("bpf_tc_hook_create", i, [ctypes.POINTER(_TcHook)]),
-        ("bpf_tc_hook_destroy", i, [ctypes.POINTER(_TcHook)]),
-        ("bpf_tc_attach", i, [ctypes.POINTER(_TcHook), ctypes.POINTER(_TcOpts)]),
-        ("bpf_tc_detach", i, [ctypes.POINTER(_TcHook), ctypes.POINTER(_TcOpts)]),
+    i = ctypes.c_int
+    hook, opts = ctypes.POINTER(_TcHook), ctypes.POINTER(_TcOpts)
+    return libbpf.load((
+        ("bpf_tc_hook_create", i, [hook]),
+        ("bpf_tc_hook_destroy", i, [hook]),
+        ("bpf_tc_attach", i, [hook, opts]),
+        ("bpf_tc_detach", i, [hook, opts]),
         ("bpf_prog_test_run_opts", i, [i, ctypes.POINTER(_TestRunOpts)]),
-    ):
-        fn = getattr(lib, fname)
-        fn.restype, fn.argtypes = restype, argtypes
-    return lib
+    ), TapError)
 
 
-def _err(what: str, ret: int) -> TapError:
-    code = -ret if ret < 0 else ctypes.get_errno()
-    return TapError(f"{what}: {os.strerror(code) if code else 'failed'} (errno {code})")
+def _err(what: str, ret: int) -> Exception:
+    return libbpf.errno_error(what, ret, TapError)
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import ipaddress
 import logging
 import os
-import shutil
 import socket
 import struct
 import subprocess
@@ -30,6 +28,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from dcnlab import libbpf
 
 log = logging.getLogger(__name__)
 
@@ -113,57 +113,33 @@ def flow_sample(flow: Tuple4, raw: bytes) -> FlowSample:
 
 def build_object(out: Path) -> Path:
     """Compile clamp.bpf.c with clang (build_bpf.sh) into ``out``."""
-    if shutil.which("clang") is None:
-        raise BpfError("clang not found: apt-get install clang llvm libbpf-dev linux-libc-dev")
-    proc = subprocess.run(["sh", str(HERE / "build_bpf.sh"), str(out)], capture_output=True,
-                          text=True, check=False)
-    if proc.returncode != 0:
-        raise BpfError(f"building {SOURCE.name} failed:\n{proc.stderr.strip()}")
-    return out
+    return libbpf.build_object(SOURCE, HERE / "build_bpf.sh", out, BpfError)
 
 
 def object_path(work_dir: Path) -> Path:
     """The prebuilt object if it is newer than the source, else a fresh build in work_dir."""
-    if PREBUILT.exists() and PREBUILT.stat().st_mtime >= SOURCE.stat().st_mtime:
-        return PREBUILT
-    return build_object(work_dir / "clamp.bpf.o")
+    return libbpf.object_path(SOURCE, PREBUILT, HERE / "build_bpf.sh", work_dir, BpfError)
 
 
 # ---------------------------------------------------------------------------
-# libbpf through ctypes
+# libbpf through ctypes (dcnlab.libbpf), with the cgroup and map calls the agent needs
+
+_EXTRA = (
+    ("bpf_prog_attach", ctypes.c_int, [ctypes.c_int] * 3 + [ctypes.c_uint]),
+    ("bpf_prog_detach2", ctypes.c_int, [ctypes.c_int] * 3),
+    ("bpf_obj_pin", ctypes.c_int, [ctypes.c_int, ctypes.c_char_p]),
+    ("bpf_map_update_elem", ctypes.c_int,
+     [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]),
+    ("bpf_map_delete_elem", ctypes.c_int, [ctypes.c_int, ctypes.c_void_p]),
+)
 
 
 def _libbpf() -> ctypes.CDLL:
-    name = ctypes.util.find_library("bpf") or "libbpf.so.1"
-    try:
-        lib = ctypes.CDLL(name, use_errno=True)
-    except OSError as exc:
-        raise BpfError(f"libbpf not loadable ({exc}): apt-get install libbpf1") from None
-    vp, cp, i, u = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint
-    for fname, restype, argtypes in (
-        ("bpf_object__open_file", vp, [cp, vp]),
-        ("bpf_object__load", i, [vp]),
-        ("bpf_object__close", None, [vp]),
-        ("bpf_object__find_program_by_name", vp, [vp, cp]),
-        ("bpf_object__find_map_by_name", vp, [vp, cp]),
-        ("bpf_program__fd", i, [vp]),
-        ("bpf_map__fd", i, [vp]),
-        ("bpf_prog_attach", i, [i, i, i, u]),
-        ("bpf_prog_detach2", i, [i, i, i]),
-        ("bpf_obj_pin", i, [i, cp]),
-        ("bpf_map_update_elem", i, [i, vp, vp, ctypes.c_uint64]),
-        ("bpf_map_lookup_elem", i, [i, vp, vp]),
-        ("bpf_map_delete_elem", i, [i, vp]),
-        ("bpf_map_get_next_key", i, [i, vp, vp]),
-    ):
-        fn = getattr(lib, fname)
-        fn.restype, fn.argtypes = restype, argtypes
-    return lib
+    return libbpf.load(_EXTRA, BpfError)
 
 
-def _err(what: str, ret: int | None = None) -> BpfError:
-    code = -ret if ret is not None and ret < 0 else ctypes.get_errno()
-    return BpfError(f"{what}: {os.strerror(code) if code else 'failed'} (errno {code})")
+def _err(what: str, ret: int | None = None) -> Exception:
+    return libbpf.errno_error(what, ret, BpfError)
 
 
 def _mounts(fstype: str) -> list[Path]:
