@@ -73,20 +73,21 @@ def _leftovers(prefix: str) -> list[str]:
     return found
 
 
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.network
 @needs_root
 def test_ctrl_c_leaves_nothing_behind_and_resume_finishes_the_same_flows(
         tmp_path: Path) -> None:
     out = tmp_path / "out"
     # Ctrl-C reaches the run whoever started the suite: a shell starts a background
-    # job (`scripts/test.sh &`) with SIGINT ignored, and that is inherited down to here.
-    proc = subprocess.Popen(_dcnlab("run", str(_spec(tmp_path)), "--out", str(out),
-                                    "--quiet"), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
+    # job (`scripts/test.sh &`) with SIGINT ignored, inherited down to here and across
+    # exec; a handler is not (exec resets it to the default), so hold one while starting.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(_dcnlab("run", str(_spec(tmp_path)), "--out", str(out),
+                                        "--quiet"), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:  # interrupt once the first run is recorded
