@@ -106,6 +106,17 @@ class Fabric:
     def path_holding_entries(self) -> list[int]:
         return sorted(d for d in self.net.switches if self.flow_table(d))
 
+    def link_down(self, a: int, b: int, *reporters: int) -> None:
+        """The link ``a`` - ``b`` goes down, and each of ``reporters`` (default: ``a``)
+        reports its end of it to the app, as a switch's PORT_STATUS does."""
+        self.view.set_port_up(a, _port(self.view, a, b), False)
+        for dpid in reporters or (a,):
+            desc = SimpleNamespace(port_no=_port(self.view, dpid, b if dpid == a else a),
+                                   state=ofp.OFPPS_LINK_DOWN, config=0)
+            ev = _ev(datapath=self.dps[dpid], reason=ofp.OFPPR_MODIFY, desc=desc)
+            self.app._port_status(ev)
+            self.app._tcppath_port_status(ev)
+
 
 def _fast_via(spine: int) -> dict[tuple[int, int], float]:
     """Leaf 5's uplinks are slow except the one to ``spine``."""
@@ -265,12 +276,7 @@ def test_path_fail_removes_the_flow_everywhere_and_its_next_packet_recovers(
     fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
     fab.send(h5, h1, 5001, 40000, SYNACK)
     fab.poll()
-    port = _port(fab.view, 3, 7)
-    fab.view.set_port_up(3, port, False)  # the link spine 3 - leaf 7 goes down
-    desc = SimpleNamespace(port_no=port, state=ofp.OFPPS_LINK_DOWN, config=0)
-    ev = _ev(datapath=fab.dps[3], reason=ofp.OFPPR_MODIFY, desc=desc)
-    fab.app._port_status(ev)
-    fab.app._tcppath_port_status(ev)
+    fab.link_down(3, 7)  # the link spine 3 - leaf 7 goes down
     fab.drain()
     assert fab.path_holding_entries() == []
     assert fab.app.counters["tcppath_path_fail"] == 1
@@ -373,12 +379,7 @@ def test_path_fail_is_level_triggered_and_never_reports_a_path_over_a_dead_link(
     old = {d: list(fab.flow_table(d)) for d in (3, 5, 7)}
     stale = {d: fab.net.switches[d].flow_stats(dpl.T_FLOW, dpl.COOKIE_FLOW, dpl.COOKIE_ALL)
              for d in (3, 5, 7)}
-    port = _port(fab.view, 3, 7)
-    fab.view.set_port_up(3, port, False)  # the link spine 3 - leaf 7 goes down
-    desc = SimpleNamespace(port_no=port, state=ofp.OFPPS_LINK_DOWN, config=0)
-    ev = _ev(datapath=fab.dps[3], reason=ofp.OFPPR_MODIFY, desc=desc)
-    fab.app._port_status(ev)
-    fab.app._tcppath_port_status(ev)
+    fab.link_down(3, 7)  # the link spine 3 - leaf 7 goes down
     fab.drain()
     assert fab.path_holding_entries() == []
     # Replies to requests sent before the deletion arrive afterwards: the old path is not
@@ -421,14 +422,7 @@ def test_path_fail_deletes_at_the_connections_edges_last(
     fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
     fab.send(h5, h1, 5001, 40000, SYNACK)
     fab.poll()
-    port = _port(fab.view, 3, 7)
-    fab.view.set_port_up(3, port, False)
-    desc = SimpleNamespace(port_no=port, state=ofp.OFPPS_LINK_DOWN, config=0)
-    for dpid, p in ((3, port), (7, _port(fab.view, 7, 3))):  # both ends report it
-        ev = _ev(datapath=fab.dps[dpid], reason=ofp.OFPPR_MODIFY,
-                 desc=SimpleNamespace(port_no=p, state=desc.state, config=0))
-        fab.app._port_status(ev)
-        fab.app._tcppath_port_status(ev)
+    fab.link_down(3, 7, 3, 7)  # both ends report it
     fab.drain(barriers=False)
     # Locks and seen entries are gone everywhere, and so are the per-flow entries but the
     # edges' (leaf 7's on the dead port too): they wait for the barriers' answers.
@@ -473,12 +467,7 @@ def test_a_failed_connection_confirmed_at_its_edge_alone_explores_again(
     fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
     fab.send(h5, h1, 5001, 40000, SYNACK)
     fab.poll()
-    port = _port(fab.view, 3, 7)
-    fab.view.set_port_up(3, port, False)
-    ev = _ev(datapath=fab.dps[3], reason=ofp.OFPPR_MODIFY,
-             desc=SimpleNamespace(port_no=port, state=ofp.OFPPS_LINK_DOWN, config=0))
-    fab.app._port_status(ev)
-    fab.app._tcppath_port_status(ev)
+    fab.link_down(3, 7)
     fab.drain()
     fab.net.expire(5.0)
     # The exploration starts at leaf 5 (seen, lock, generation) but no copy leaves it.
