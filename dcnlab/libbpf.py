@@ -55,6 +55,43 @@ def errno_error(what: str, ret: int | None = None,
     return error(f"{what}: {os.strerror(code) if code else 'failed'} (errno {code})")
 
 
+def open_object(lib: ctypes.CDLL, path: Path, error: type[Exception] = RuntimeError) -> int:
+    """``bpf_object__open_file``: the object's handle (close it with
+    ``bpf_object__close``, also when loading it fails)."""
+    handle = lib.bpf_object__open_file(str(path).encode(), None)
+    if not handle:
+        raise errno_error(f"opening {path}", None, error)
+    return int(handle)
+
+
+def load_object(lib: ctypes.CDLL, handle: int, what: str,
+                error: type[Exception] = RuntimeError) -> None:
+    """``bpf_object__load``: maps created, programs through the kernel's verifier."""
+    ret = lib.bpf_object__load(handle)
+    if ret:
+        raise errno_error(f"loading {what} (kernel BPF verifier or BTF)", ret, error)
+
+
+def program_fd(lib: ctypes.CDLL, handle: int, name: bytes,
+               error: type[Exception] = RuntimeError) -> int:
+    """The loaded program ``name``'s file descriptor."""
+    prog = lib.bpf_object__find_program_by_name(handle, name)
+    fd = lib.bpf_program__fd(prog) if prog else -1
+    if fd < 0:
+        raise error(f"program {name.decode()} missing from the object")
+    return int(fd)
+
+
+def map_fd(lib: ctypes.CDLL, handle: int, name: bytes,
+           error: type[Exception] = RuntimeError) -> int:
+    """The loaded map ``name``'s file descriptor."""
+    found = lib.bpf_object__find_map_by_name(handle, name)
+    fd = lib.bpf_map__fd(found) if found else -1
+    if fd < 0:
+        raise error(f"map {name.decode()} missing from the object")
+    return int(fd)
+
+
 def build_object(source: Path, script: Path, out: Path,
                  error: type[Exception] = RuntimeError) -> Path:
     """Compile ``source`` with clang through its build ``script`` (``sh script OUT``)."""

@@ -177,25 +177,11 @@ class FlowTap:
             raise
 
     def _load(self, obj: Path) -> None:
-        self._obj = self._lib.bpf_object__open_file(str(obj).encode(), None)
-        if not self._obj:
-            raise _err(f"opening {obj}", -(ctypes.get_errno() or 1))
-        ret = self._lib.bpf_object__load(self._obj)
-        if ret:
-            raise _err("loading the flow tap (kernel BPF verifier or BTF)", ret)
-        prog = self._lib.bpf_object__find_program_by_name(self._obj, PROG_NAME)
-        self.prog_fd = self._lib.bpf_program__fd(prog) if prog else -1
-        if self.prog_fd < 0:
-            raise TapError("program dcnlab_flowtap missing from the object")
-        self.map_fd = self._map_fd(b"taps")
-        self.stats_fd = self._map_fd(b"tapstats")
-
-    def _map_fd(self, name: bytes) -> int:
-        handle = self._lib.bpf_object__find_map_by_name(self._obj, name)
-        fd = self._lib.bpf_map__fd(handle) if handle else -1
-        if fd < 0:
-            raise TapError(f"map {name.decode()} missing from the object")
-        return fd
+        self._obj = libbpf.open_object(self._lib, obj, TapError)
+        libbpf.load_object(self._lib, self._obj, "the flow tap", TapError)
+        self.prog_fd = libbpf.program_fd(self._lib, self._obj, PROG_NAME, TapError)
+        self.map_fd = libbpf.map_fd(self._lib, self._obj, b"taps", TapError)
+        self.stats_fd = libbpf.map_fd(self._lib, self._obj, b"tapstats", TapError)
 
     def _attach(self, name: str) -> None:
         try:

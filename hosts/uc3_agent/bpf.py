@@ -192,26 +192,12 @@ class ClampProgram:
     # -- set-up -----------------------------------------------------------
 
     def _load(self, obj: Path) -> None:
-        self._obj = self._lib.bpf_object__open_file(str(obj).encode(), None)
-        if not self._obj:
-            raise _err(f"opening {obj}")
-        ret = self._lib.bpf_object__load(self._obj)
-        if ret:
-            raise _err("loading the clamp program (kernel BPF verifier or BTF)", ret)
-        prog = self._lib.bpf_object__find_program_by_name(self._obj, PROG_NAME)
-        self.prog_fd = self._lib.bpf_program__fd(prog) if prog else -1
-        self.map_fd = self._map_fd(b"clamps")
-        self.stats_fd = self._map_fd(b"stats")
-        self.flows_fd = self._map_fd(b"flows")
-        if self.prog_fd < 0:
-            raise BpfError("program dcnlab_clamp missing from the object")
-
-    def _map_fd(self, name: bytes) -> int:
-        handle = self._lib.bpf_object__find_map_by_name(self._obj, name)
-        fd = self._lib.bpf_map__fd(handle) if handle else -1
-        if fd < 0:
-            raise BpfError(f"map {name.decode()} missing from the object")
-        return fd
+        self._obj = libbpf.open_object(self._lib, obj, BpfError)
+        libbpf.load_object(self._lib, self._obj, "the clamp program", BpfError)
+        self.prog_fd = libbpf.program_fd(self._lib, self._obj, PROG_NAME, BpfError)
+        self.map_fd, self.stats_fd, self.flows_fd = (
+            libbpf.map_fd(self._lib, self._obj, name, BpfError)
+            for name in (b"clamps", b"stats", b"flows"))
 
     def _cgroup_root(self, wanted: Path | None) -> Path:
         """Where the (one, machine-wide) cgroup v2 hierarchy is visible to this process.
