@@ -41,6 +41,7 @@ from dcnlab.benchmarks.switch_throughput import (
     line_spec,
     measure_tcp,
     measure_udp,
+    switch_pids,
 )
 from dcnlab.topo.network import Network
 
@@ -63,11 +64,7 @@ def measure(kind: str, args: argparse.Namespace) -> dict[str, Any]:
             _switch_ports_offloads_off(net)
         h1, h2 = net.host("h1"), net.host("h2")
         _warm_up(h1, h2)
-        if kind == "ext":
-            pids = [pid for sw in net.switches
-                    if (pid := getattr(sw, "switch_pid", None)) is not None]
-        else:
-            pids = [net.ovs.pids["ovs-vswitchd"]] if net.ovs is not None else []
+        pids = switch_pids(net, kind)
         ifaces = _taps(net)
         for rep in range(args.reps):
             for condition in ("off", "on"):

@@ -199,6 +199,15 @@ def _switch_ports_offloads_off(net: Network) -> None:
             raise RuntimeError(f"ethtool on {sw.name}: {out.strip()}")
 
 
+def switch_pids(net: Any, kind: str) -> list[int]:
+    """The processes that forward the network's packets (whose CPU is the switches'):
+    every switch_ext process, or the private Open vSwitch's ovs-vswitchd."""
+    if kind == "ext":
+        return [pid for sw in net.switches
+                if (pid := getattr(sw, "switch_pid", None)) is not None]
+    return [net.ovs.pids["ovs-vswitchd"]] if net.ovs is not None else []
+
+
 def run_network(kind: str, n: int, args: argparse.Namespace) -> Result:
     result = Result(kind, n)
     spec = line_spec(n)
@@ -210,13 +219,8 @@ def run_network(kind: str, n: int, args: argparse.Namespace) -> Result:
             _switch_ports_offloads_off(net)
         h1, h2 = net.host("h1"), net.host("h2")
         _warm_up(h1, h2)
-        if kind == "ext":
-            pids = [pid for sw in net.switches
-                    if (pid := getattr(sw, "switch_pid", None)) is not None]
-        elif net.ovs is not None:
-            pids = [net.ovs.pids["ovs-vswitchd"]]
-        else:
-            pids = []
+        pids = switch_pids(net, kind)
+        if not pids:
             result.notes.append(f"no CPU figure for kind {kind}")
         measure_tcp(h1, h2, args.seconds, pids, result)
         measure_udp(h1, h2, args.udp_seconds, args.udp_len, pids, result)
