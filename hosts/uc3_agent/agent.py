@@ -82,6 +82,21 @@ class _Conn:
         self.writer.write(proto.encode(message, self.keys.a2c, self.context))
 
 
+def write_state(cfg: AgentConfig, program: ClampProgram, name: str, *, stopped: bool,
+                clamps: int, rejected: int, refused: int, over_cap: int) -> None:
+    """The agent's state file (for people and the engine), replaced atomically; the BPF
+    program's counters while it runs."""
+    assert cfg.state_file is not None
+    state = {"agent": name, "pid": os.getpid(), "stopped": stopped,
+             "cgroup": str(program.cgroup),
+             "pins": str(program.pin_dir) if program.pin_dir else None,
+             "port": cfg.port, "clamps": clamps, "rejected": rejected, "refused": refused,
+             "over_cap": over_cap, "bpf": program.stats() if not stopped else {}}
+    tmp = cfg.state_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    tmp.replace(cfg.state_file)
+
+
 class Agent:
     def __init__(self, config: AgentConfig, program: ClampProgram | None = None) -> None:
         self.cfg = config
@@ -150,15 +165,9 @@ class Agent:
     def _write_state(self, stopped: bool = False) -> None:
         if self.cfg.state_file is None or self.program is None:
             return
-        state = {"agent": self.name, "pid": os.getpid(), "stopped": stopped,
-                 "cgroup": str(self.program.cgroup),
-                 "pins": str(self.program.pin_dir) if self.program.pin_dir else None,
-                 "port": self.cfg.port, "clamps": len(self.clamps), "rejected": self.rejected,
-                 "refused": self.refused, "over_cap": self.over_cap,
-                 "bpf": self.program.stats() if not stopped else {}}
-        tmp = self.cfg.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state))
-        tmp.replace(self.cfg.state_file)
+        write_state(self.cfg, self.program, self.name, stopped=stopped,
+                    clamps=len(self.clamps), rejected=self.rejected, refused=self.refused,
+                    over_cap=self.over_cap)
         self._state_written = time.monotonic()
 
     # -- clamps --------------------------------------------------------------

@@ -157,16 +157,10 @@ class NativeAgent:
         with contextlib.suppress(OSError, ValueError):
             loaded = json.loads(self.cfg.state_file.read_text())
             last = loaded if isinstance(loaded, dict) else {}
-        state = {"agent": self.name, "pid": os.getpid(), "stopped": True,
-                 "cgroup": str(self.program.cgroup),
-                 "pins": str(self.program.pin_dir) if self.program.pin_dir else None,
-                 "port": self.cfg.port, "clamps": 0,
-                 "rejected": int(last.get("rejected", 0)),
-                 "refused": int(last.get("refused", 0)),
-                 "over_cap": int(last.get("over_cap", 0)), "bpf": {}}
-        tmp = self.cfg.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state))
-        tmp.replace(self.cfg.state_file)
+        agent_mod.write_state(self.cfg, self.program, self.name, stopped=True, clamps=0,
+                              rejected=int(last.get("rejected", 0)),
+                              refused=int(last.get("refused", 0)),
+                              over_cap=int(last.get("over_cap", 0)))
 
 
 def wait_listening(state_file: Path, proc: subprocess.Popen[bytes],
