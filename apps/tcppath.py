@@ -75,7 +75,7 @@ from dcnlab.controller.compiler import SELECT_GROUPS
 from dcnlab.controller.fabric_app import FabricApp
 from dcnlab.controller.rules import FlowEntry, SwitchRules
 from dcnlab.schemes.tcppath import dataplane as dpl
-from dcnlab.schemes.tcppath import frames, rules
+from dcnlab.schemes.tcppath import frames, polling, rules
 from dcnlab.schemes.tcppath.state import (
     DEFAULT_LOCK_TIMEOUT,
     Attachment,
@@ -140,7 +140,10 @@ class TcpPath(FabricApp):
         # connection -> (when its last deletion finished, deletions so far): failed
         # connections not yet seen on a complete new path
         self._fail_done: dict[dpl.Tuple, tuple[float, int]] = {}
+        # Data-plane mode reads flow statistics in rounds, one switch at a time.
+        self.polling = polling.FlowPolling(polling.decode_cost_per_entry())
         self._threads.append(hub.spawn(self._ticker))
+        self._threads.append(hub.spawn(self._poller))
 
     def elephant_filter(self) -> rules.ElephantFilter | None:
         """Which SYNs are explored: None = all (TCP-Path); TFE narrows it."""
@@ -633,12 +636,9 @@ class TcpPath(FabricApp):
             self._uninstall(flow)
 
     def tick(self, now: float) -> None:
-        """Expire unconfirmed locks; sample the per-flow entry count; in data-plane mode ask
-        every switch for its per-flow and counting entries."""
+        """Expire unconfirmed locks; sample the per-flow entry count; in data-plane mode
+        finish Path Fail deletions a switch never confirmed."""
         if self.dataplane:
-            for dp in list(self.datapaths.values()):
-                for msg in dpl.stats_requests(dp):
-                    dp.send_msg(msg)
             for batch, (started, _, _) in list(self._fail_batches.items()):
                 if now - started > FAIL_BARRIER_WAIT:  # a switch that never answered
                     self._finish_delete(batch)
@@ -651,20 +651,59 @@ class TcpPath(FabricApp):
             hub.sleep(TICK)
             self.tick(self.now())
 
+    def poll_round(self) -> None:
+        """Data-plane mode: ask every switch for its per-flow and counting entries, one
+        switch after another over the round's interval (see :mod:`.polling`)."""
+        dps = sorted(self.datapaths.items())
+        if self.polling.start_round(d for d, _ in dps):
+            self._walk_paths()  # a switch never answered the last round: walk what came
+        if not dps:
+            hub.sleep(TICK)
+        for dpid, dp in dps:
+            if self.datapaths.get(dpid) is dp:  # still connected
+                for msg in dpl.stats_requests(dp):
+                    dp.send_msg(msg)
+            hub.sleep(self.polling.gap())
+
+    def _poller(self) -> None:
+        while True:
+            if self.dataplane:
+                self.poll_round()
+            else:
+                hub.sleep(TICK)
+
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def _flow_stats(self, ev: Any) -> None:
+        started = time.perf_counter()
         msg = ev.msg
+        self.polling.decoded(len(msg.body))
         done = self.dp.reply(msg.datapath.id, msg.xid, msg.body,
                              bool(msg.flags & ofp.OFPMPF_REPLY_MORE))
-        if done is None:
-            return
+        self.polling.spent(time.perf_counter() - started)
+        if done is not None:
+            self._apply_flow_stats(msg.datapath.id, done)
+
+    def _apply_flow_stats(self, dpid: int, done: str) -> None:
         if done == "flows":
             # Path Fail is level-triggered: per-flow entries on a link that is down (still
             # there, or back: see DataplaneView.dead_ports) are deleted again, every poll.
-            for port in sorted(self.dp.dead_ports(self.view, msg.datapath.id)):
+            for port in sorted(self.dp.dead_ports(self.view, dpid)):
                 self.counters["tcppath_path_fail_repeated"] += 1
-                self.dataplane_path_fail(msg.datapath.id, port)
-        for flow in self.dp.update_paths(self.view) if done == "flows" else ():
+                self.dataplane_path_fail(dpid, port)
+            if self.polling.answered(dpid):
+                started = time.perf_counter()
+                self._walk_paths()
+                self.polling.walked(time.perf_counter() - started)
+        totals = self.dp.totals()
+        self.copy_bytes = totals.pop("tcppath_copy_bytes") or self.copy_bytes
+        for name, value in totals.items():
+            self.counters[name] = value
+        self._count_entries()
+
+    def _walk_paths(self) -> None:
+        """Report the paths that are new since the last walk; retry half-confirmed
+        connections."""
+        for flow in self.dp.update_paths(self.view):
             self._fail_done.pop(dpl.connection(flow.key), None)
             self.counters["tcppath_confirmed"] += flow.new_connection
             if flow.recovered:
@@ -672,13 +711,7 @@ class TcpPath(FabricApp):
             self.recent.append({"serial": 0, "src": flow.src_ip, "sport": flow.sport,
                                 "dst": flow.dst_ip, "dport": flow.dport, "path": flow.path,
                                 "time": time.time()})
-        if done == "flows":
-            self._retry_half_confirmed()
-        totals = self.dp.totals()
-        self.copy_bytes = totals.pop("tcppath_copy_bytes") or self.copy_bytes
-        for name, value in totals.items():
-            self.counters[name] = value
-        self._count_entries()
+        self._retry_half_confirmed()
 
     # -- reporting ---------------------------------------------------------------
 
@@ -716,5 +749,10 @@ class TcpPath(FabricApp):
             "copy_bytes": self.copy_bytes,
             "recent": list(self.recent),
         }
+        if self.dataplane:
+            state["tcppath"]["polling"] = {
+                "interval": round(self.polling.interval, 3),
+                "round_cost_ms": round(self.polling.last_cost * 1e3, 2),
+                "decode_us_per_entry": round(self.polling.decode_cost * 1e6, 1)}
         return state
 

@@ -114,8 +114,16 @@ def test_connections_complete_without_packet_in(net: Network) -> None:
     procs = [_client(net, a, b, 42000 + i) for i, (a, b) in enumerate(concurrent)]
     rows = [r for p in procs for r in _rows(p)]
     assert all(r["ok"] for r in rows), rows
-    time.sleep(1.5)  # two polls of flow statistics
-    after = _counters(net)
+    # The controller learns of them from flow statistics, read in rounds of at least
+    # 0.5 s (longer as tables grow): wait for the counters, up to 10 s.
+    deadline = time.time() + 10.0
+    while True:
+        after = _counters(net)
+        if min(after.get(name, 0) - before.get(name, 0)
+               for name in ("tcppath_explorations", "tcppath_confirmed")) >= 70 \
+                or time.time() > deadline:
+            break
+        time.sleep(0.25)
     for name in ("tcppath_tcp_packet_in", "tcppath_copy_packet_in"):
         assert after.get(name, 0) == before.get(name, 0) == 0, name
     assert after.get("errors", 0) == 0, (net.state() or {}).get("warnings")

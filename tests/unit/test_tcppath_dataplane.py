@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from app_harness import app_from_topology
+from ryu.lib import hub
 from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
 from state_schema import mismatches
@@ -21,6 +22,7 @@ from dcnlab.apps.tfe import Tfe
 from dcnlab.controller.oftable import FakeDatapath, FakeNetwork, SendResult, tcp_packet
 from dcnlab.controller.view import HostLocation, NetworkView
 from dcnlab.schemes.tcppath import dataplane as dpl
+from dcnlab.schemes.tcppath import polling
 from dcnlab.schemes.tcppath.state_file import TcpPathControllerState
 
 TOPO = "spineleaf:4,4,2"  # spines 1-4, leaves 5-8, two hosts per leaf
@@ -82,14 +84,19 @@ class Fabric:
         pkt = {**tcp_packet(src, dst, sport, dport), "tcp_flags": flags, "ip_dscp": dscp}
         return self.net.send(src.ip, pkt, delays)
 
-    def poll(self) -> None:
-        """One round of the app's flow-stats polling, answered by the fake switches."""
-        for dpid, dp in self.dps.items():
-            sw = self.net.switches[dpid]
+    def poll(self, dpids: list[int] | None = None) -> None:
+        """The app's flow-stats requests to ``dpids`` (default: every switch), sent by hand
+        and answered by the fake switches."""
+        for dpid in self.dps if dpids is None else dpids:
+            dp = self.dps[dpid]
             for req in dpl.stats_requests(dp):
                 dp.set_xid(req)
-                body = sw.flow_stats(req.table_id, req.cookie, req.cookie_mask)
-                self.app._flow_stats(_ev(datapath=dp, xid=req.xid, body=body, flags=0))
+                self.answer(dpid, req)
+
+    def answer(self, dpid: int, req: Any) -> None:
+        """The fake switch answers one flow-stats request of the app."""
+        body = self.net.switches[dpid].flow_stats(req.table_id, req.cookie, req.cookie_mask)
+        self.app._flow_stats(_ev(datapath=self.dps[dpid], xid=req.xid, body=body, flags=0))
 
     def age(self, now: float) -> None:
         """Time flows out at ``now``; flow-removed messages go to the app."""
@@ -222,6 +229,52 @@ def test_app_reads_its_counters_and_paths_from_flow_stats(
     assert mismatches(json.loads(json.dumps(state)), TcpPathControllerState) == []
     fab.poll()  # the same flows again: nothing new
     assert fab.app.counters["tcppath_confirmed"] == 1
+
+
+def test_a_polling_round_asks_one_switch_after_another_and_walks_paths_once_at_its_end(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #15: asking every switch at once and walking every path after each reply kept
+    Ryu's single event loop busy for 50-220 ms every poll once about 1000 per-flow entries
+    had piled up, and ARP (answered by the controller) waited behind it."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(2))
+    fab.send(h5, h1, 5001, 40000, SYNACK)
+    sleeps: list[float] = []
+    monkeypatch.setattr(hub, "sleep", sleeps.append)
+    fab.app.poll_round()
+    requests = {d: [m for m in dp.take() if isinstance(m, parser.OFPFlowStatsRequest)]
+                for d, dp in fab.dps.items()}
+    assert all(len(r) == 2 for r in requests.values())  # per-flow and counting entries
+    # Spread over the round: one gap per switch, together the round's interval.
+    assert len(sleeps) == len(fab.dps) and len(set(sleeps)) == 1
+    assert sum(sleeps) == pytest.approx(fab.app.polling.interval)
+    *first, last = sorted(requests)
+    for dpid in first:
+        for req in requests[dpid]:
+            fab.answer(dpid, req)
+    assert fab.app.counters["tcppath_confirmed"] == 0 and not fab.app.recent
+    for req in requests[last]:
+        fab.answer(last, req)
+    assert fab.app.counters["tcppath_confirmed"] == 1
+    assert [f["path"] for f in fab.app.recent] == [[5, 2, 7], [7, 2, 5]]
+    polled = fab.app.state()["tcppath"]["polling"]
+    assert polled["interval"] == polling.MIN_INTERVAL  # six entries cost next to nothing
+    assert 0 < polled["round_cost_ms"] < 1e3 * polling.BUDGET * polling.MIN_INTERVAL
+
+
+def test_a_switch_that_never_answers_delays_the_walk_by_one_round_only(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(4))
+    fab.send(h5, h1, 5001, 40000, SYNACK)
+    fab.app.polling.start_round(sorted(fab.dps))
+    fab.poll([d for d in fab.dps if d != 1])  # spine 1 is silent
+    assert not fab.app.recent
+    monkeypatch.setattr(hub, "sleep", lambda _: None)
+    fab.app.poll_round()  # the next round starts: the last one's replies are walked
+    assert [f["path"] for f in fab.app.recent] == [[5, 4, 7], [7, 4, 5]]
 
 
 def test_ageing_then_re_exploration_of_a_flow_still_sending(

@@ -114,7 +114,7 @@ from dcnlab.controller.rules import (
     SwitchRules,
     match,
 )
-from dcnlab.controller.view import NetworkView
+from dcnlab.controller.view import HostLocation, NetworkView
 from dcnlab.schemes.tcppath.frames import TCP_ACK, TCP_SYN
 from dcnlab.schemes.tcppath.rules import (
     COOKIE_TCPPATH,
@@ -473,12 +473,13 @@ class DataplaneView:
         (or changed) since the last call."""
         found: dict[Tuple, PathFound] = {}
         by_mac = {h.mac: h for h in view.hosts}
+        at = {(h.dpid, h.port): h for h in by_mac.values()}
         for dpid, table in self.tables.items():
             for (in_port, src, dst, sport, dport) in table:
                 host, target = by_mac.get(src), by_mac.get(dst)
                 if host is None or target is None or (host.dpid, host.port) != (dpid, in_port):
                     continue
-                walked = self._walk(view, (src, dst, sport, dport), dpid, in_port)
+                walked = self._walk(view, at, (src, dst, sport, dport), dpid, in_port)
                 if walked is not None:
                     found[(src, dst, sport, dport)] = PathFound(
                         (src, dst, sport, dport), host.ip, target.ip, sport, dport, walked)
@@ -495,14 +496,15 @@ class DataplaneView:
         self.paths = {k: f.path for k, f in found.items()}
         return new
 
-    def _walk(self, view: NetworkView, key: Tuple, dpid: int, in_port: int) -> list[int] | None:
+    def _walk(self, view: NetworkView, at: dict[tuple[int, int], HostLocation], key: Tuple,
+              dpid: int, in_port: int) -> list[int] | None:
         path: list[int] = []
         while dpid not in path:
             path.append(dpid)
             out = self.tables.get(dpid, {}).get((in_port, *key))
             if out is None:
                 return None
-            host = next((h for h in view.hosts_on(dpid) if h.port == out), None)
+            host = at.get((dpid, out))
             if host is not None:
                 return path if host.mac == key[1] else None
             peer = view.peer(dpid, out)

@@ -19,6 +19,14 @@ class TcpPathRecentFlow(TypedDict):
     time: float  # wall-clock time of the confirmation (data plane: when it was polled)
 
 
+class TcpPathPolling(TypedDict):
+    """How data-plane mode reads flow statistics (dcnlab.schemes.tcppath.polling)."""
+
+    interval: float  # s between the starts of two rounds (grows with their cost)
+    round_cost_ms: float  # controller time the last complete round took
+    decode_us_per_entry: float  # Ryu's decoding of one entry, measured at start-up
+
+
 class TcpPathState(TypedDict):
     """The ``tcppath`` section (apps ``tcppath`` and ``tfe``)."""
 
@@ -35,6 +43,7 @@ class TcpPathState(TypedDict):
     copies_in: dict[str, int]  # dpid -> exploration copies received (controller mode: punted)
     copy_bytes: int  # size of an exploration copy
     recent: list[TcpPathRecentFlow]
+    polling: NotRequired[TcpPathPolling]  # data-plane mode only
 
 
 class TcpPathControllerState(ControllerState):

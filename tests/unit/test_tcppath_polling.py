@@ -1,0 +1,58 @@
+"""How data-plane TCP-Path paces its flow-statistics rounds (dcnlab.schemes.tcppath.polling)."""
+
+from __future__ import annotations
+
+import pytest
+from ryu.ofproto import ofproto_v1_3_parser as parser
+
+from dcnlab.schemes.tcppath import polling
+from dcnlab.schemes.tcppath.polling import BUDGET, MAX_INTERVAL, MIN_INTERVAL, FlowPolling
+
+
+def test_the_sample_entry_is_a_per_flow_entry_ryu_decodes_whole() -> None:
+    raw = polling._sample_entry(7)
+    stats = parser.OFPFlowStats.parser(raw, 0)
+    assert stats.length == len(raw) and stats.priority == 800
+    assert dict(stats.match.items())["tcp_src"] == 32768 + 7
+    assert [a.port for i in stats.instructions for a in i.actions] == [2]
+
+
+def test_decoding_cost_is_measured_per_entry() -> None:
+    cost = polling.decode_cost_per_entry(samples=16)
+    assert 0 < cost < 0.01  # seconds per entry: a measurement, not a default
+
+
+@pytest.mark.parametrize(("cost", "interval"), [
+    (0.0, MIN_INTERVAL),
+    (BUDGET * MIN_INTERVAL, MIN_INTERVAL),
+    (BUDGET * 1.0, 1.0),  # 50 ms of work every second: 5 % of a core
+    (BUDGET * MAX_INTERVAL * 10, MAX_INTERVAL),
+])
+def test_the_interval_keeps_a_round_within_its_budget(cost: float, interval: float) -> None:
+    assert polling.interval_for(cost) == pytest.approx(interval)
+
+
+def test_a_round_completes_when_its_last_switch_answers_and_sets_the_next_interval() -> None:
+    p = FlowPolling(decode_cost=1e-4)
+    assert p.start_round([1, 2, 3]) is False
+    assert p.gap() == pytest.approx(MIN_INTERVAL / 3)
+    p.decoded(600)  # 60 ms of decoding
+    p.spent(0.01)
+    assert not p.answered(1) and not p.answered(2)
+    assert not p.answered(1)  # a second reply from the same switch changes nothing
+    assert p.answered(3)
+    assert p.last_cost == pytest.approx(0.07)
+    p.walked(0.01)
+    assert p.last_cost == pytest.approx(0.08)
+    assert p.interval == pytest.approx(0.08 / BUDGET)
+    assert p.answered(2)  # outside any round (asked by hand): walk at once
+
+
+def test_a_round_a_switch_never_completed_is_finished_by_the_next() -> None:
+    p = FlowPolling(decode_cost=1e-4)
+    p.start_round([1, 2])
+    p.decoded(2000)
+    assert not p.answered(1)
+    assert p.start_round([1, 2]) is True  # switch 2 never answered: walk what came
+    assert p.last_cost == pytest.approx(0.2) and p.interval == MAX_INTERVAL
+    assert p.awaiting == {1, 2}
