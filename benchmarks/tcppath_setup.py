@@ -112,6 +112,7 @@ def _run(spec: TopologySpec, switch: str, mode: str, pairs: list[tuple[str, str]
         servers = [h.popen([*TOOL, "serve", "--port", str(PORT)]) for h in net.hosts]
         time.sleep(0.5)
         latencies: list[float] = []
+        later: list[float] = []  # each pair's connections after its first (ARP resolved)
         try:
             before = _packet_ins(net.state())
             for i, (a, b) in enumerate(pairs):
@@ -120,18 +121,25 @@ def _run(spec: TopologySpec, switch: str, mode: str, pairs: list[tuple[str, str]
                                           str(40000 + i * per_pair), "--count",
                                           str(per_pair), "--interval", "0.02"], stdout=-1)
                 out, _ = proc.communicate(timeout=120)
-                latencies += [r["connect_s"] for r in json.loads(out)["connections"]
-                              if r["ok"]]
-            time.sleep(1.0)  # data-plane counters come from 0.5 s flow-stats polls
+                rows = json.loads(out)["connections"]
+                latencies += [r["connect_s"] for r in rows if r["ok"]]
+                later += [r["connect_s"] for r in rows[1:] if r["ok"]]
+            time.sleep(1.0)
+            polled = ((net.state() or {}).get("tcppath") or {}).get("polling")
+            if polled:  # data-plane counters come from flow statistics, read in rounds
+                time.sleep(2 * polled["interval"])
             state = net.state()
             after = _packet_ins(state)
             n = len(pairs) * per_pair
             result = _summary(latencies)
             result["failed"] = n - len(latencies)
+            result["later_connections"] = _summary(later)
             result["packet_in_per_connection"] = round((after[0] - before[0]) / n, 2)
             result["tcp_packet_in_per_connection"] = round((after[1] - before[1]) / n, 2)
             if state and "tcppath" in state:
                 result["tcppath_mode"] = state["tcppath"]["mode"]
+                if "polling" in state["tcppath"]:
+                    result["polling"] = state["tcppath"]["polling"]
             result["rate"] = _rate(net, *rate)
         finally:
             for p in servers:
