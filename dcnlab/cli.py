@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -212,8 +213,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (``kill PID``, a batch scheduler's time limit) stops a command as Ctrl-C
+    does: everything a run started is stopped and its results so far are kept.  A second
+    SIGTERM while that clean-up runs is ignored (SIGKILL still ends it)."""
+    def interrupt(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _stop_on_sigterm()
     if argv[:1] == ["mp"]:  # everything after `mp` belongs to dcnlab-mp, --help included
         return _cmd_mp(argparse.Namespace(mp_args=argv[1:]))
     args = build_parser().parse_args(argv)

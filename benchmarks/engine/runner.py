@@ -264,7 +264,7 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
         raise
     finally:
         reason = (state.errors[-1].splitlines()[0] if state.errors
-                  else "interrupted (Ctrl-C)" if meta["status"] == "interrupted" else "")
+                  else "interrupted (Ctrl-C or SIGTERM)" if meta["status"] == "interrupted" else "")
         if meta["status"] != "complete":
             state.flows_csv.write(_not_run_rows(state, workloads, reason))
         state.flows_csv.close()

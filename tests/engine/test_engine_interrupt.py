@@ -75,8 +75,10 @@ def _leftovers(prefix: str) -> list[str]:
 
 @pytest.mark.network
 @needs_root
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c", "sigterm"])
 def test_ctrl_c_leaves_nothing_behind_and_resume_finishes_the_same_flows(
-        tmp_path: Path) -> None:
+        tmp_path: Path, signum: int) -> None:
+    """Ctrl-C, and SIGTERM (``kill PID``, a batch scheduler's time limit) alike."""
     out = tmp_path / "out"
     # Ctrl-C reaches the run whoever started the suite: a shell starts a background
     # job (`scripts/test.sh &`) with SIGINT ignored, inherited down to here and across
@@ -98,7 +100,7 @@ def test_ctrl_c_leaves_nothing_behind_and_resume_finishes_the_same_flows(
                 pass
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
