@@ -85,6 +85,18 @@ def _packet_ins(state: ControllerState | None) -> tuple[int, int]:
             c.get("tcppath_tcp_packet_in", 0) + c.get("tcppath_copy_packet_in", 0))
 
 
+# ovs-vswitchd's coverage counters read around the latency phase: flow translations
+# (the slow path: each upcall, and each datapath flow a revalidator re-translates) and
+# revalidations of every datapath flow because a flow table changed (a learned entry).
+OVS_COUNTERS = ("xlate_actions", "rev_flow_table")
+
+
+def _ovs_counters(net: Network) -> dict[str, int]:
+    if net.ovs is None:
+        return {}
+    return {name: net.ovs.coverage(name) for name in OVS_COUNTERS}
+
+
 def _rate(net: Network, clients: list[tuple[str, str]], count: int,
           parallel: int) -> dict[str, Any]:
     """Connections per second with every client opening ``count`` connections,
@@ -115,6 +127,7 @@ def _run(spec: TopologySpec, switch: str, mode: str, pairs: list[tuple[str, str]
         later: list[float] = []  # each pair's connections after its first (ARP resolved)
         try:
             before = _packet_ins(net.state())
+            ovs_before = _ovs_counters(net)
             for i, (a, b) in enumerate(pairs):
                 proc = net.host(a).popen([*TOOL, "connect", "--host", net.host(b).IP(),
                                           "--port", str(PORT), "--sport",
@@ -124,6 +137,7 @@ def _run(spec: TopologySpec, switch: str, mode: str, pairs: list[tuple[str, str]
                 rows = json.loads(out)["connections"]
                 latencies += [r["connect_s"] for r in rows if r["ok"]]
                 later += [r["connect_s"] for r in rows[1:] if r["ok"]]
+            ovs_after = _ovs_counters(net)
             time.sleep(1.0)
             polled = ((net.state() or {}).get("tcppath") or {}).get("polling")
             if polled:  # data-plane counters come from flow statistics, read in rounds
@@ -134,6 +148,10 @@ def _run(spec: TopologySpec, switch: str, mode: str, pairs: list[tuple[str, str]
             result = _summary(latencies)
             result["failed"] = n - len(latencies)
             result["later_connections"] = _summary(later)
+            if net.ovs is not None:
+                result["ovs_per_connection"] = {
+                    name: round((ovs_after[name] - ovs_before[name]) / n, 1)
+                    for name in OVS_COUNTERS}
             result["packet_in_per_connection"] = round((after[0] - before[0]) / n, 2)
             result["tcp_packet_in_per_connection"] = round((after[1] - before[1]) / n, 2)
             if state and "tcppath" in state:

@@ -222,6 +222,18 @@ class OvsInstance:
     def bridges(self) -> list[str]:
         return self.vsctl("list-br").split()
 
+    def appctl(self, *args: str, timeout: float = 10.0) -> str:
+        """Run an ovs-appctl command against this instance's ovs-vswitchd."""
+        if self._dir is None:
+            raise OvsError("this Open vSwitch instance is not running")
+        return self._run("ovs-appctl", f"--target={self._dir / 'ovs-vswitchd.ctl'}",
+                         f"--timeout={max(1, int(timeout))}", *args, timeout=timeout + 5)
+
+    def coverage(self, name: str) -> int:
+        """ovs-vswitchd's coverage counter ``name`` (0 if never hit), e.g. ``xlate_actions``:
+        flow translations, the slow path every new datapath flow takes."""
+        return int(self.appctl("coverage/read-counter", name).strip() or 0)
+
     # -- internals ----------------------------------------------------------
 
     def _exit_cleanup(self) -> None:
@@ -232,10 +244,8 @@ class OvsInstance:
         """
         if "ovs-vswitchd" not in self._pids or self._dir is None:
             return
-        ctl = str(self._dir / "ovs-vswitchd.ctl")
         try:
-            self._run("ovs-appctl", f"--target={ctl}", "--timeout=5", "exit", "--cleanup",
-                      timeout=10)
+            self.appctl("exit", "--cleanup", timeout=5)
         except OvsError:
             pass  # fall through to signals
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dcnlab.topo.network import EmulationWarning, Network, NetworkError, process_running
-from dcnlab.topo.ovs import OvsInstance
+from dcnlab.topo.ovs import OvsError, OvsInstance
 from dcnlab.topo.spec import SpecError, parse
 
 pytestmark = [
@@ -73,9 +73,13 @@ def test_private_ovs_starts_and_stops_cleanly() -> None:
             out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-ports", "tbr0"],
                                  capture_output=True, text=True, check=True).stdout
             assert "port LOCAL" in out
+            # Its own ovs-vswitchd answers ovs-appctl: adding the bridge reconfigured it.
+            assert ovs.coverage("bridge_reconfigure") > 0
         finally:
             ovs.stop()
         assert not directory.exists()
+        with pytest.raises(OvsError, match="not running"):
+            ovs.coverage("bridge_reconfigure")
         assert not any(process_running(pid) for pid in pids.values())
         assert os.environ.get("OVS_RUNDIR") == before
     finally:
