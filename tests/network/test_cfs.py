@@ -92,7 +92,12 @@ def test_a_path_taken_down_mid_transfer_loses_nothing(twopath) -> None:
     net, client, via, dst = twopath
     host = net.host(client)
     slow_if = interface(net, client, 1)
-    argv = ["mnexec", "-a", str(host.pid)] + mp.send_argv([dst], 32 << 20, "roundrobin", via,
+    # 128 MB: several seconds more after the link goes down at 1 s, so the slow path's
+    # data in flight is declared lost (two retransmission timeouts at its ~300 ms srtt)
+    # and sent again on the fast path; 32 MB could end right around the 1 s mark, with
+    # the slow subflow never failed (seen about 1 run in 5).
+    size = 128 << 20
+    argv = ["mnexec", "-a", str(host.pid)] + mp.send_argv([dst], size, "roundrobin", via,
                                                           timeout=120)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -107,7 +112,7 @@ def test_a_path_taken_down_mid_transfer_loses_nothing(twopath) -> None:
             proc.wait()
     assert proc.returncode == 0, (out, err)
     res = mp.parse_line(out)
-    assert res["intact"] is True and res["delivered"] == 32 << 20, res
+    assert res["intact"] is True and res["delivered"] == size, res
     slow = res["subflows"][1]
     assert slow["alive"] is False and "path failed" in slow.get("error", ""), (down, out)
 
