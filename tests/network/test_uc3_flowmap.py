@@ -32,9 +32,19 @@ def test_the_map_holds_the_cgroups_flows_with_their_figures(tmp_path: Path) -> N
         got = b""
         while len(got) < (1 << 20):  # the inside flow's bytes are read, and so acked
             got += peers[1].recv(1 << 20)
-        time.sleep(0.1)
-        flows = {f.flow.lport: f for f in program.flow_samples()}
+        # The program records a flow's figures when the kernel takes an RTT sample, on an
+        # ACK of new data: the ACKs of the last bytes may have given none.  One more byte
+        # each round brings one (up to 5 s).
         me = inside.getsockname()[1]
+        deadline = time.monotonic() + 5
+        while True:
+            time.sleep(0.1)
+            flows = {f.flow.lport: f for f in program.flow_samples()}
+            if flows.get(me) is None or flows[me].bytes_acked >= 1 << 20 \
+                    or time.monotonic() > deadline:
+                break
+            inside.sendall(b"y")
+            assert peers[1].recv(1) == b"y"
         assert set(flows) == {me}  # not the flow opened outside, not the listener's end
         sample = flows[me]
         assert sample.flow == Tuple4("127.0.0.1", me, "127.0.0.1", port)
