@@ -13,6 +13,7 @@ from . import (
     figures,
     flowdiag,
     netstats,
+    paired,
     pathdiag,
     plots,
     sizes,
@@ -82,6 +83,10 @@ def _report_one(out: Path) -> ReportResult:
     path_summary = pathdiag.summarize(_read_csv(out / pathdiag.PATHS_CSV), baseline)
     flow_rows = _read_csv(out / flowdiag.FLOWDIAG_CSV)
     flow_summary = flowdiag.summarize(flow_rows, baseline)
+    per_flow = paired.summarize(rows, baseline)
+    if per_flow:
+        write_csv(out / paired.PAIRED_CSV, list(paired.COLUMNS),
+                  (r.as_dict() for r in per_flow))
     others = [b for b in spec.get("other_baselines") or [] if b in seen and b != baseline]
     also = {b: summarize(rows, b, extra) for b in others}
     write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, [
@@ -96,6 +101,9 @@ def _report_one(out: Path) -> ReportResult:
     if meta.get("status") not in (None, "complete"):
         title += f"  [status: {meta.get('status')}]"
     table = render(summary, baseline, sweep, title)
+    paired_text = paired.render(per_flow, sweep)
+    if paired_text:
+        table += "\n" + paired_text
     for b, rows_b in also.items():
         table += "\n" + render(rows_b, b, sweep, f"{title}; ratios to {b}")
     controller = _controller_table(out, schemes, sweep)
@@ -125,6 +133,8 @@ def _report_one(out: Path) -> ReportResult:
         table += "\n" + flow_text
     (out / SUMMARY_TXT).write_text(table)
     files = [out / SUMMARY_CSV, out / SUMMARY_TXT, *rank_files]
+    if per_flow:
+        files.append(out / paired.PAIRED_CSV)
     files += plots.render_all(rows, summary, out / PLOTS_DIR, sweep, schemes)
     files += figures.render_plots(spec.get("plots") or [],
                                   [*summary, *net_summary, *switch_summary],
