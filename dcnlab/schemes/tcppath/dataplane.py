@@ -83,7 +83,14 @@ generation) for the packets it accounts for, and its next revalidation already f
 seen entry, so no packet took the flooding actions; the other direction's packets, on the
 default routes, then confirm the connection at the client's edge alone.  A failed
 connection that has entries again but no complete path 1 s after its deletion is deleted
-again, at most twice (counter ``tcppath_path_fail_retried``).
+again, at most twice (counter ``tcppath_path_fail_retried``).  No pipeline avoids this:
+Open vSwitch (3.1, ``ofproto-dpif-upcall.c``: ``revalidate_ukey``, ``push_dp_ops``)
+rebuilds a revalidated datapath flow's translation cache from the new translation and
+then pushes the packets counted since the last push through it, learn actions included,
+whether it keeps, modifies or deletes the flow; a slow-path action does not change that
+either.  Any learned state that gates exploration can so be written for packets that did
+not explore, and a data-plane retry (a seen entry at the client's edge that expires
+sooner) could not be faster than the controller's: learned timeouts are whole seconds.
 
 Exploring only from host ports keeps the rest loop-free: a packet that misses
 FLOW in the fabric continues on the default routes, and per-flow entries match in_port.
