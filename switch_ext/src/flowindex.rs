@@ -73,14 +73,34 @@ fn finish(mut h: u64) -> u64 {
     h ^ (h >> 33)
 }
 
-/// The shape of a match, or None if it names a field twice.
-fn shape_of(m: &MatchSpec) -> Option<Shape> {
+/// A signature of a match's shape, the same whatever order the match lists its fields
+/// in, or None if it names a field twice. Allocates nothing: an OFPFC_ADD that replaces
+/// an entry (a learn action, per packet) finds its shape with this alone.
+fn shape_sig(m: &MatchSpec) -> Option<u64> {
+    let f = &m.fields;
+    let mut sum = f.len() as u64;
+    for (i, x) in f.iter().enumerate() {
+        if f[..i].iter().any(|y| y.field == x.field) {
+            return None;
+        }
+        sum = sum.wrapping_add(mix(x.field as u64 + 1, x.mask));
+    }
+    Some(finish(sum))
+}
+
+/// The shape of a match that names no field twice.
+fn shape_of(m: &MatchSpec) -> Shape {
     let mut s: Vec<(Field, u128)> = m.fields.iter().map(|f| (f.field, f.mask)).collect();
     s.sort_unstable_by_key(|&(f, _)| f);
-    if s.windows(2).any(|w| w[0].0 == w[1].0) {
-        return None;
-    }
-    Some(s.into_boxed_slice())
+    s.into_boxed_slice()
+}
+
+/// Whether a match that names no field twice has exactly this shape.
+fn has_shape(m: &MatchSpec, shape: &[(Field, u128)]) -> bool {
+    m.fields.len() == shape.len()
+        && m.fields
+            .iter()
+            .all(|x| shape.binary_search_by_key(&x.field, |&(f, _)| f).is_ok_and(|i| shape[i].1 == x.mask))
 }
 
 /// The hash of a match's values, in its shape's field order.
@@ -108,6 +128,7 @@ type Buckets = HashMap<u64, Vec<Rank>, BuildHasherDefault<PreHashed>>;
 #[derive(Debug, Default)]
 struct Group {
     shape: Shape,
+    sig: u64,
     /// Value hash -> the ranks of the entries with that hash, sorted (best first).
     buckets: Buckets,
     /// How many entries of the group have each priority.
@@ -141,7 +162,8 @@ fn remove_sorted(v: &mut Vec<Rank>, r: Rank) -> bool {
 #[derive(Debug, Default)]
 pub struct TupleIndex {
     groups: Vec<Group>,
-    by_shape: HashMap<Shape, usize>,
+    /// Shape signature -> the groups with it (more than one only on a collision).
+    by_sig: HashMap<u64, Vec<usize>, BuildHasherDefault<PreHashed>>,
     /// Indices into `groups`, highest `top` first.
     order: Vec<usize>,
     /// Ranks of the entries that have no shape (a field named twice), sorted.
@@ -164,6 +186,12 @@ impl TupleIndex {
         self.groups.len()
     }
 
+    /// The group of the shape of `m` (which has signature `sig`), if there is one.
+    fn group_of(&self, sig: u64, m: &MatchSpec) -> Option<usize> {
+        let candidates = self.by_sig.get(&sig)?;
+        candidates.iter().copied().find(|&gi| has_shape(m, &self.groups[gi].shape))
+    }
+
     fn reorder(&mut self) {
         self.order = (0..self.groups.len()).collect();
         let groups = &self.groups;
@@ -172,20 +200,20 @@ impl TupleIndex {
 
     pub fn insert(&mut self, e: &FlowEntry) {
         self.len += 1;
-        let Some(shape) = shape_of(&e.matches) else {
+        let Some(sig) = shape_sig(&e.matches) else {
             insert_sorted(&mut self.unshaped, e.rank());
             return;
         };
-        let h = value_hash(&shape, &e.matches);
-        let gi = match self.by_shape.get(&shape) {
-            Some(&gi) => gi,
+        let gi = match self.group_of(sig, &e.matches) {
+            Some(gi) => gi,
             None => {
-                self.groups.push(Group { shape: shape.clone(), ..Group::default() });
-                self.by_shape.insert(shape, self.groups.len() - 1);
+                self.groups.push(Group { shape: shape_of(&e.matches), sig, ..Group::default() });
+                self.by_sig.entry(sig).or_default().push(self.groups.len() - 1);
                 self.groups.len() - 1
             }
         };
         let g = &mut self.groups[gi];
+        let h = value_hash(&g.shape, &e.matches);
         let fresh = g.prios.is_empty();
         insert_sorted(g.buckets.entry(h).or_default(), e.rank());
         *g.prios.entry(e.priority).or_default() += 1;
@@ -198,14 +226,14 @@ impl TupleIndex {
     /// Removes `e` (as it was inserted: same rank and match).
     pub fn remove(&mut self, e: &FlowEntry) {
         let r = e.rank();
-        let Some(shape) = shape_of(&e.matches) else {
+        let Some(sig) = shape_sig(&e.matches) else {
             assert!(remove_sorted(&mut self.unshaped, r), "flow index: removing an entry it does not hold");
             self.len -= 1;
             return;
         };
-        let gi = *self.by_shape.get(&shape).expect("flow index: removing an entry of an unknown shape");
-        let h = value_hash(&shape, &e.matches);
+        let gi = self.group_of(sig, &e.matches).expect("flow index: removing an entry of an unknown shape");
         let g = &mut self.groups[gi];
+        let h = value_hash(&g.shape, &e.matches);
         let bucket = g.buckets.get_mut(&h).expect("flow index: removing an entry it does not hold");
         assert!(remove_sorted(bucket, r), "flow index: removing an entry it does not hold");
         if bucket.is_empty() {
@@ -227,11 +255,20 @@ impl TupleIndex {
             }
             None => {
                 // The shape is gone: move the last group into its slot.
-                self.by_shape.remove(&shape);
+                let same_sig = self.by_sig.get_mut(&sig).expect("flow index: shape signature");
+                same_sig.retain(|&x| x != gi);
+                if same_sig.is_empty() {
+                    self.by_sig.remove(&sig);
+                }
+                let last = self.groups.len() - 1;
                 self.groups.swap_remove(gi);
-                if gi < self.groups.len() {
-                    let moved = self.groups[gi].shape.clone();
-                    self.by_shape.insert(moved, gi);
+                if gi < last {
+                    let moved = self.groups[gi].sig;
+                    for x in self.by_sig.get_mut(&moved).expect("flow index: shape signature") {
+                        if *x == last {
+                            *x = gi;
+                        }
+                    }
                 }
                 self.reorder();
             }
@@ -291,14 +328,9 @@ impl TupleIndex {
         }
         // An entry with a shape is `same` as `m` only if `m` has its shape and values
         // (and `m` then has a shape too: it names as many distinct fields).
-        if let Some(shape) = shape_of(m) {
-            if let Some(&gi) = self.by_shape.get(&shape) {
-                let g = &self.groups[gi];
-                if let Some(bucket) = g.buckets.get(&value_hash(&shape, m)) {
-                    for &r in bucket {
-                        consider(r, &mut best);
-                    }
-                }
+        if let Some(g) = shape_sig(m).and_then(|sig| self.group_of(sig, m)).map(|gi| &self.groups[gi]) {
+            for &r in g.buckets.get(&value_hash(&g.shape, m)).into_iter().flatten() {
+                consider(r, &mut best);
             }
         }
         best.map(|(_, pos)| pos)

@@ -5,8 +5,10 @@
 //! [`linkem`] egress link emulation, [`qdisc`] queue disciplines, [`qhist`] time-weighted
 //! queue-length histograms, [`ports`] a frame's
 //! path through a port's queues, [`conn`] controller channel, [`sys`] Linux syscalls,
-//! [`switch`] the event loop, [`cli`] command line, [`selftest`] encoder samples.
+//! [`switch`] the event loop, [`cli`] command line, [`selftest`] encoder samples, [`bench`]
+//! the flow-table lookup benchmark.
 
+pub mod bench;
 pub mod cli;
 pub mod conn;
 pub mod datapath;
