@@ -4,14 +4,15 @@
 //! test; the agreement of the two lookups on every benchmark packet is (the run stops if
 //! they differ).
 //!
-//! Each table holds the pipeline's ~30 wildcard entries (the shapes and priorities of
+//! Each table holds the pipeline's 46 wildcard entries (the shapes and priorities of
 //! `dcnlab/schemes/tcppath/dataplane.py`'s static entries on a leaf with 4 fabric and 4
-//! host ports, all of its tables in one: a worst case for the scan) and `n` learned
-//! entries: half per-flow entries (in_port, eth_src/dst, eth_type, ip_proto, tcp_src/dst;
-//! priority 800), half locks (the tuple without in_port; priority 100). Three packets in
-//! four belong to a learned connection and hit its per-flow entry; the fourth is a new
-//! connection's, which no per-flow entry matches and which falls through to the wildcard
-//! entries (MAIN's untagged-TCP entry, priority 500, in this merged table).
+//! host ports, tables 0-6 in one, DEFAULT's routes left out: more for the scan to pass
+//! than any one table holds) and `n` learned entries: half per-flow entries (in_port,
+//! eth_src/dst, eth_type, ip_proto, tcp_src/dst; priority 800), half locks (the tuple
+//! without in_port; priority 100). Three packets in four belong to a learned connection
+//! and hit its per-flow entry; the fourth is a new connection's, which no per-flow entry
+//! matches and which falls through to the wildcard entries (MAIN's untagged-TCP entry,
+//! priority 500, in this merged table).
 
 use std::hint::black_box;
 use std::time::Instant;
