@@ -16,6 +16,9 @@ USAGE:
   dcnlab-switch --name NAME [--dpid N] [--controller tcp:HOST:PORT]
                 --port N=IFNAME[,OPTS] [--port ...] [options]
   dcnlab-switch --selftest-encode FILE
+  dcnlab-switch --bench-lookup N[,N...]
+                           time flow-table lookups (index vs linear scan) with N
+                           learned entries each; print JSON and exit
   dcnlab-switch --check --name NAME --port ... [options]
                            validate the whole command line (port options, queue
                            disciplines) without opening anything; exit 0 or 2
@@ -92,6 +95,8 @@ pub enum Command {
     Help,
     Version,
     SelftestEncode(String),
+    /// `--bench-lookup`: time flow-table lookups with N learned entries, for each N.
+    BenchLookup(Vec<usize>),
     /// `--check`: the command line was valid; nothing is opened.
     Check,
 }
@@ -252,6 +257,16 @@ pub fn parse_port(s: &str) -> Result<PortSpec, String> {
     Ok(PortSpec { port_no: port_no as u32, ifname, link, egress, ingress })
 }
 
+/// `--bench-lookup`'s table sizes: "10,100,1000", each 0..=100000.
+fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
+    s.split(',')
+        .map(|n| match n.trim().parse::<usize>() {
+            Ok(v) if v <= 100_000 => Ok(v),
+            _ => Err(format!("--bench-lookup '{s}': expected sizes like 10,100,1000 (each 0..100000)")),
+        })
+        .collect()
+}
+
 fn parse_controller(s: &str) -> Result<SocketAddr, String> {
     let rest = s.strip_prefix("tcp:").ok_or_else(|| format!("--controller '{s}': expected tcp:HOST:PORT"))?;
     let (host, port) =
@@ -306,6 +321,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
             "-h" | "--help" => return Ok(Command::Help),
             "--version" => return Ok(Command::Version),
             "--selftest-encode" => return Ok(Command::SelftestEncode(val()?)),
+            "--bench-lookup" => return parse_sizes(&val()?).map(Command::BenchLookup),
             "--check" => check = true,
             "-v" | "--verbose" => verbose += 1,
             "-vv" => verbose += 2,
@@ -438,6 +454,18 @@ mod tests {
         assert!(c.ports[0].link.is_passthrough());
         assert_eq!(c.ports[0].egress.to_string(), "droptail");
         assert_eq!(c.ports[0].ingress, None);
+    }
+
+    #[test]
+    fn bench_lookup_sizes() {
+        match parse_args(&args("--bench-lookup 10,100,5000")).unwrap() {
+            Command::BenchLookup(sizes) => assert_eq!(sizes, vec![10, 100, 5000]),
+            _ => panic!("not a benchmark command"),
+        }
+        for bad in ["--bench-lookup 10,x", "--bench-lookup 200000", "--bench-lookup ,", "--bench-lookup"] {
+            let Err(e) = parse_args(&args(bad)) else { panic!("{bad} accepted") };
+            assert!(e.contains("--bench-lookup"), "{bad}: {e}");
+        }
     }
 
     #[test]

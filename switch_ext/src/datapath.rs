@@ -1306,10 +1306,8 @@ impl Datapath {
             }
         };
         let Some(t) = self.tables.get_mut(pkt.table_id as usize) else { return };
-        if let Some(e) = t
-            .entries
-            .iter_mut()
-            .find(|e| Rc::as_ptr(&e.instructions) as *const Instruction as usize == pkt.rule)
+        if let Some(e) =
+            t.entries.find_mut(|e| Rc::as_ptr(&e.instructions) as *const Instruction as usize == pkt.rule)
         {
             reduce(idle, &mut e.idle_timeout);
             reduce(hard, &mut e.hard_timeout);

@@ -1,8 +1,13 @@
 //! Flow tables: OXM match compilation and validation, lookup by priority, the
-//! flow-mod add/modify/delete semantics of OpenFlow 1.3, and timeouts.
+//! flow-mod add/modify/delete semantics of OpenFlow 1.3, and timeouts. Lookups go
+//! through a tuple-space index ([`crate::flowindex`]); [`FlowTable::lookup_linear`] is
+//! the plain scan it must agree with.
 
+use std::cmp::Reverse;
+use std::ops::Deref;
 use std::rc::Rc;
 
+use crate::flowindex::{Rank, TupleIndex};
 use crate::nx;
 use crate::ofp::codec::{Action, FlowMod, Instruction, Match, OfpErr, Oxm, NXM_CLASS_0, NXM_CLASS_1};
 use crate::ofp::consts::*;
@@ -201,9 +206,17 @@ pub struct FlowEntry {
     pub byte_count: u64,
     pub created_ns: u64,
     pub last_used_ns: u64,
+    /// Insertion number in its table (kept by a replacing entry): orders equal priorities.
+    seq: u64,
 }
 
 impl FlowEntry {
+    /// The entry's place in its table's order: higher priority first, then the earlier
+    /// insertion.
+    pub fn rank(&self) -> Rank {
+        (Reverse(self.priority), self.seq)
+    }
+
     pub fn is_table_miss(&self) -> bool {
         self.priority == 0 && self.matches.fields.is_empty()
     }
@@ -238,10 +251,80 @@ pub fn instruction_rank(i: &Instruction) -> u8 {
     }
 }
 
+/// A table's entries, sorted by priority, highest first, equal priorities in insertion
+/// order (as a slice: `entries.iter()`, `entries[i]`, `entries.len()`), and the lookup
+/// index over them. Only [`FlowTable`]'s methods add or remove entries, so the index
+/// always holds exactly the list.
+#[derive(Debug, Default)]
+pub struct FlowEntries {
+    list: Vec<FlowEntry>,
+    index: TupleIndex,
+    next_seq: u64,
+}
+
+impl Deref for FlowEntries {
+    type Target = [FlowEntry];
+    fn deref(&self) -> &[FlowEntry] {
+        &self.list
+    }
+}
+
+impl FlowEntries {
+    /// Removes every entry (no flow-removed messages: the caller's business).
+    pub fn clear(&mut self) {
+        self.list.clear();
+        self.index = TupleIndex::default();
+    }
+
+    /// The first entry `pred` accepts, to change in place. The change must leave its
+    /// priority and match alone (the index is keyed on them); timeouts, counters and
+    /// flags are free to change.
+    pub fn find_mut(&mut self, pred: impl Fn(&FlowEntry) -> bool) -> Option<&mut FlowEntry> {
+        self.list.iter_mut().find(|e| pred(e))
+    }
+
+    /// The lookup index (for tests and benchmarks: its size and shape count).
+    pub fn index(&self) -> &TupleIndex {
+        &self.index
+    }
+
+    fn insert(&mut self, mut e: FlowEntry) {
+        e.seq = self.next_seq;
+        self.next_seq += 1;
+        let pos = self.list.partition_point(|x| x.priority >= e.priority);
+        self.index.insert(&e);
+        self.list.insert(pos, e);
+    }
+
+    /// Puts `e` in the place of the entry at `pos` (same priority), keeping its order;
+    /// returns the old entry.
+    fn replace(&mut self, pos: usize, mut e: FlowEntry) -> FlowEntry {
+        e.seq = self.list[pos].seq;
+        self.index.remove(&self.list[pos]);
+        self.index.insert(&e);
+        std::mem::replace(&mut self.list[pos], e)
+    }
+
+    /// Takes out, in table order, every entry `why` gives a reason for.
+    fn remove_where(&mut self, mut why: impl FnMut(&FlowEntry) -> Option<u8>, out: &mut Vec<Removed>) {
+        let Some(first) = self.list.iter().position(|e| why(e).is_some()) else { return };
+        let tail = self.list.split_off(first);
+        for entry in tail {
+            match why(&entry) {
+                Some(reason) => {
+                    self.index.remove(&entry);
+                    out.push(Removed { entry, reason });
+                }
+                None => self.list.push(entry),
+            }
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct FlowTable {
     /// Sorted by priority, highest first; equal priorities keep insertion order.
-    pub entries: Vec<FlowEntry>,
+    pub entries: FlowEntries,
     /// At most this many entries (None: unbounded); a new one beyond is TABLE_FULL.
     pub max_entries: Option<usize>,
     pub lookup_count: u64,
@@ -285,11 +368,30 @@ impl Selector<'_> {
 }
 
 impl FlowTable {
+    /// The position of the entry `k` hits: the first in table order whose match
+    /// matches, found through the index. Counts nothing.
+    pub fn find(&self, k: &Key) -> Option<usize> {
+        self.entries.index.lookup(&self.entries.list, k)
+    }
+
+    /// What [`FlowTable::find`] computes, by testing every entry in order: the reference
+    /// the index is checked against.
+    pub fn lookup_linear(&self, k: &Key) -> Option<usize> {
+        self.entries.iter().position(|e| e.matches.matches(k))
+    }
+
+    /// The position of the entry an OFPFC_ADD of `priority` and `m` replaces, by
+    /// scanning every entry: the reference for the index's answer.
+    pub fn find_same_linear(&self, priority: u16, m: &MatchSpec) -> Option<usize> {
+        self.entries.iter().position(|e| e.priority == priority && e.matches.same(m))
+    }
+
+    /// The lookup of a packet: the entry it hits, with its counters updated.
     pub fn lookup(&mut self, k: &Key, bytes: usize, now_ns: u64) -> Option<&FlowEntry> {
         self.lookup_count += 1;
-        let idx = self.entries.iter().position(|e| e.matches.matches(k))?;
+        let idx = self.find(k)?;
         self.matched_count += 1;
-        let e = &mut self.entries[idx];
+        let e = &mut self.entries.list[idx];
         e.packet_count += 1;
         e.byte_count += bytes as u64;
         e.last_used_ns = now_ns;
@@ -305,11 +407,12 @@ impl FlowTable {
         instructions: Vec<Instruction>,
         now_ns: u64,
     ) -> Result<Option<Rc<[Instruction]>>, OfpErr> {
-        if fm.flags & OFPFF_CHECK_OVERLAP != 0
-            && self.entries.iter().any(|e| {
-                e.priority == fm.priority && !e.matches.same(&matches) && e.matches.overlaps(&matches)
-            })
-        {
+        if fm.flags & OFPFF_CHECK_OVERLAP != 0 && {
+            // Only the entries of this priority can overlap: a run of the sorted list.
+            let from = self.entries.partition_point(|e| e.priority > fm.priority);
+            let to = self.entries.partition_point(|e| e.priority >= fm.priority);
+            self.entries[from..to].iter().any(|e| !e.matches.same(&matches) && e.matches.overlaps(&matches))
+        } {
             return Err(OfpErr::new(OFPET_FLOW_MOD_FAILED, OFPFMFC_OVERLAP));
         }
         let entry = FlowEntry {
@@ -325,25 +428,24 @@ impl FlowTable {
             byte_count: 0,
             created_ns: now_ns,
             last_used_ns: now_ns,
+            seq: 0,
         };
-        if let Some(e) =
-            self.entries.iter_mut().find(|e| e.priority == entry.priority && e.matches.same(&entry.matches))
-        {
+        let same = self.entries.index.find_same(&self.entries.list, entry.priority, &entry.matches);
+        if let Some(pos) = same {
             // Identical match and priority: the new entry replaces the old one. Keep the
             // counters unless asked to reset them (OVS does the same).
-            let (p, b) = (e.packet_count, e.byte_count);
-            let old = std::mem::replace(e, entry);
+            let mut entry = entry;
             if fm.flags & OFPFF_RESET_COUNTS == 0 {
-                e.packet_count = p;
-                e.byte_count = b;
+                entry.packet_count = self.entries[pos].packet_count;
+                entry.byte_count = self.entries[pos].byte_count;
             }
+            let old = self.entries.replace(pos, entry);
             return Ok(Some(old.instructions));
         }
         if self.max_entries.is_some_and(|max| self.entries.len() >= max) {
             return Err(OfpErr::new(OFPET_FLOW_MOD_FAILED, OFPFMFC_TABLE_FULL));
         }
-        let pos = self.entries.partition_point(|e| e.priority >= entry.priority);
-        self.entries.insert(pos, entry);
+        self.entries.insert(entry);
         Ok(None)
     }
 
@@ -356,7 +458,8 @@ impl FlowTable {
         instructions: &[Instruction],
     ) -> Vec<Rc<[Instruction]>> {
         let mut old = Vec::new();
-        for e in self.entries.iter_mut().filter(|e| sel.selects(e)) {
+        // Instructions and counters only: the index does not change.
+        for e in self.entries.list.iter_mut().filter(|e| sel.selects(e)) {
             old.push(std::mem::replace(&mut e.instructions, instructions.into()));
             if fm.flags & OFPFF_RESET_COUNTS != 0 {
                 e.packet_count = 0;
@@ -367,47 +470,28 @@ impl FlowTable {
     }
 
     pub fn delete(&mut self, sel: &Selector, reason: u8, out: &mut Vec<Removed>) {
-        let mut i = 0;
-        while i < self.entries.len() {
-            if sel.selects(&self.entries[i]) {
-                let entry = self.entries.remove(i);
-                out.push(Removed { entry, reason });
-            } else {
-                i += 1;
-            }
-        }
+        self.entries.remove_where(|e| sel.selects(e).then_some(reason), out);
     }
 
     pub fn delete_where(&mut self, pred: impl Fn(&FlowEntry) -> bool, reason: u8, out: &mut Vec<Removed>) {
-        let mut i = 0;
-        while i < self.entries.len() {
-            if pred(&self.entries[i]) {
-                out.push(Removed { entry: self.entries.remove(i), reason });
-            } else {
-                i += 1;
-            }
-        }
+        self.entries.remove_where(|e| pred(e).then_some(reason), out);
     }
 
     pub fn expire(&mut self, now_ns: u64, out: &mut Vec<Removed>) {
-        let mut i = 0;
-        while i < self.entries.len() {
-            let e = &self.entries[i];
-            let reason = if e.hard_timeout != 0
-                && now_ns >= e.created_ns + e.hard_timeout as u64 * 1_000_000_000
-            {
-                Some(OFPRR_HARD_TIMEOUT)
-            } else if e.idle_timeout != 0 && now_ns >= e.last_used_ns + e.idle_timeout as u64 * 1_000_000_000
-            {
-                Some(OFPRR_IDLE_TIMEOUT)
-            } else {
-                None
-            };
-            match reason {
-                Some(r) => out.push(Removed { entry: self.entries.remove(i), reason: r }),
-                None => i += 1,
-            }
-        }
+        self.entries.remove_where(
+            |e| {
+                if e.hard_timeout != 0 && now_ns >= e.created_ns + e.hard_timeout as u64 * 1_000_000_000 {
+                    Some(OFPRR_HARD_TIMEOUT)
+                } else if e.idle_timeout != 0
+                    && now_ns >= e.last_used_ns + e.idle_timeout as u64 * 1_000_000_000
+                {
+                    Some(OFPRR_IDLE_TIMEOUT)
+                } else {
+                    None
+                }
+            },
+            out,
+        );
     }
 }
 

@@ -1,16 +1,19 @@
 //! dcnlab-switch: an OpenFlow 1.3 userspace software switch for dcnlab experiments.
 //!
 //! Module map: [`ofp`] wire codec, [`packet`] frame parsing and rewrites, [`flow`] flow
-//! tables, [`nx`] Nicira extensions (datapath side), [`group`] groups and select modes, [`datapath`] the I/O-free switch logic,
+//! tables and [`flowindex`] their lookup index, [`nx`] Nicira extensions (datapath side), [`group`] groups and select modes, [`datapath`] the I/O-free switch logic,
 //! [`linkem`] egress link emulation, [`qdisc`] queue disciplines, [`qhist`] time-weighted
 //! queue-length histograms, [`ports`] a frame's
 //! path through a port's queues, [`conn`] controller channel, [`sys`] Linux syscalls,
-//! [`switch`] the event loop, [`cli`] command line, [`selftest`] encoder samples.
+//! [`switch`] the event loop, [`cli`] command line, [`selftest`] encoder samples, [`bench`]
+//! the flow-table lookup benchmark.
 
+pub mod bench;
 pub mod cli;
 pub mod conn;
 pub mod datapath;
 pub mod flow;
+pub mod flowindex;
 pub mod group;
 pub mod linkem;
 pub mod nx;

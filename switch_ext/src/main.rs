@@ -2,7 +2,7 @@ use std::process::ExitCode;
 
 use dcnlab_switch::cli::{self, Command};
 use dcnlab_switch::datapath::VERSION;
-use dcnlab_switch::{selftest, switch};
+use dcnlab_switch::{bench, selftest, switch};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -30,6 +30,10 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::BenchLookup(sizes) => {
+            println!("{}", bench::lookup_report(&sizes));
+            ExitCode::SUCCESS
+        }
         Command::Run(cfg) => {
             switch::install_signal_handlers();
             let mut sw = match switch::Switch::new(&cfg) {
