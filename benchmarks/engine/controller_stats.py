@@ -22,6 +22,8 @@ from typing import Any
 from dcnlab.model.runtime import ControllerState
 from dcnlab.schemes import registry
 
+from .table import aligned
+
 CONTROLLER_CSV = "controller.csv"
 
 
@@ -132,10 +134,7 @@ def render(rows: Sequence[Mapping[str, Any]], schemes: Sequence[str], sweep: str
             body.append([label, *cells])
         if not body:
             continue
-        widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-        lines += ["", "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
-                  "  ".join("-" * w for w in widths)]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
+        lines += ["", *aligned(header, body)]
     return "\n".join(lines) + "\n" if len(lines) > 1 else ""
 
 

@@ -41,7 +41,7 @@ from dcnlab.benchmarks import longflows
 from dcnlab.schemes import registry
 
 from .metrics import SummaryRow, mean_ci, ratio_ci
-from .table import fmt, ratio_interval
+from .table import aligned, fmt, ratio_interval
 from .workloads import Flow
 
 FAIRNESS_CSV = "fairness.csv"
@@ -304,11 +304,7 @@ def render(rows: Sequence[Mapping[str, Any]], summary: Sequence[SummaryRow],
                     default=0)
         body = [_scheme_row(scheme, {m: index.get((scheme, load, m)) for m, _ in METRICS},
                             baseline) for scheme in order]
-        widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
         lines += ["", f"{sweep} = {fmt(load)} ({seeds} seed{'s' if seeds != 1 else ''})",
-                  "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
-                  "  ".join("-" * w for w in widths)]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                  for r in body]
+                  *aligned(header, body)]
     lines += [""] + [f"{header}: {note}" for _, header, note in HOST_SUMMARY]
     return "\n".join(lines) + "\n"

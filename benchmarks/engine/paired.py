@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .metrics import OK, ratio_ci, throughput_mbps
+from .table import aligned
 
 PAIRED_CSV = "paired.csv"
 COLUMNS = ("scheme", "baseline", "load", "figure", "class", "pairs", "ratio", "ratio_low95",
@@ -129,10 +130,5 @@ def render(paired: Sequence[PairedRow], sweep: str) -> str:
                 cells.append(f"x{r.ratio:.2f}{interval} ({r.pairs}; {r.better:.0%})")
             if any(c != "-" for c in cells):
                 body.append([label, *cells])
-        widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-        lines.append("")
-        lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-        lines.append("  ".join("-" * w for w in widths))
-        for row in body:
-            lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+        lines += ["", *aligned(header, body)]
     return "\n".join(lines).rstrip() + "\n"

@@ -61,6 +61,15 @@ def ratio_interval(low: float, high: float) -> str:
     return f"[{bound(low)}, {bound(high)}]"
 
 
+def aligned(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    """A text table's lines: the header, a rule under each column, the body rows; every
+    column as wide as its widest cell, two spaces apart (trailing spaces stripped)."""
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    rows = [header, ["-" * w for w in widths], *body]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            for r in rows]
+
+
 def cell(row: SummaryRow, scale: float, baseline: str | None) -> str:
     text = fmt(row.mean * scale)
     if math.isfinite(row.ci):
@@ -104,10 +113,5 @@ def render(summary: Sequence[SummaryRow], baseline: str | None, sweep: str = "lo
                 cells.append(cell(row, scale, baseline) if row is not None else "-")
             if present:
                 body.append([label, *cells])
-        widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-        lines.append("")
-        lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-        lines.append("  ".join("-" * w for w in widths))
-        for r in body:
-            lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+        lines += ["", *aligned(header, body)]
     return "\n".join(lines).rstrip() + "\n"

@@ -18,8 +18,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use crate::flow::{FlowTable, MField, MatchSpec};
-use crate::ofp::codec::{FlowMod, Match};
-use crate::ofp::consts::*;
+use crate::ofp::codec::FlowMod;
 use crate::packet::{Field, Key};
 
 const FABRIC: [u32; 4] = [1, 2, 3, 4];
@@ -28,21 +27,7 @@ const EXPLORE_VID: u128 = 0x10b4;
 const TAGGED_MASK: u128 = 0x1ffc;
 
 fn fm(priority: u16) -> FlowMod {
-    FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
-        table_id: 0,
-        command: OFPFC_ADD,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        priority,
-        buffer_id: OFP_NO_BUFFER,
-        out_port: OFPP_ANY,
-        out_group: OFPG_ANY,
-        flags: 0,
-        matches: Match::default(),
-        instructions: vec![],
-    }
+    FlowMod::add(priority)
 }
 
 fn spec(fields: &[(Field, u128, Option<u128>)]) -> MatchSpec {

@@ -1276,18 +1276,11 @@ impl Datapath {
         let (matches, actions) = nx::learn_flow(l, &pkt.key);
         let fm = FlowMod {
             cookie: l.cookie,
-            cookie_mask: 0,
             table_id: l.table_id,
-            command: OFPFC_ADD,
             idle_timeout: l.idle_timeout,
             hard_timeout: l.hard_timeout,
-            priority: l.priority,
-            buffer_id: OFP_NO_BUFFER,
-            out_port: OFPP_ANY,
-            out_group: OFPG_ANY,
             flags: if l.flags & NX_LEARN_F_SEND_FLOW_REM != 0 { OFPFF_SEND_FLOW_REM } else { 0 },
-            matches: Match::default(),
-            instructions: vec![],
+            ..FlowMod::add(l.priority)
         };
         let instrs = if actions.is_empty() { vec![] } else { vec![Instruction::ApplyActions(actions)] };
         let Some(t) = self.tables.get_mut(l.table_id as usize) else { return };

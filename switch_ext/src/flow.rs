@@ -505,21 +505,7 @@ mod tests {
     }
 
     fn flow_mod(priority: u16) -> FlowMod {
-        FlowMod {
-            cookie: 0,
-            cookie_mask: 0,
-            table_id: 0,
-            command: OFPFC_ADD,
-            idle_timeout: 0,
-            hard_timeout: 0,
-            priority,
-            buffer_id: OFP_NO_BUFFER,
-            out_port: OFPP_ANY,
-            out_group: OFPG_ANY,
-            flags: 0,
-            matches: Match::default(),
-            instructions: vec![],
-        }
+        FlowMod::add(priority)
     }
 
     #[test]

@@ -463,21 +463,7 @@ mod tests {
     }
 
     fn flow_mod(priority: u16, cookie: u64, flags: u16, idle: u16, hard: u16) -> FlowMod {
-        FlowMod {
-            cookie,
-            cookie_mask: 0,
-            table_id: 0,
-            command: OFPFC_ADD,
-            idle_timeout: idle,
-            hard_timeout: hard,
-            priority,
-            buffer_id: OFP_NO_BUFFER,
-            out_port: OFPP_ANY,
-            out_group: OFPG_ANY,
-            flags,
-            matches: Match::default(),
-            instructions: vec![],
-        }
+        FlowMod { cookie, flags, idle_timeout: idle, hard_timeout: hard, ..FlowMod::add(priority) }
     }
 
     /// One entry of the reference table.

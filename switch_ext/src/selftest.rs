@@ -20,18 +20,10 @@ fn out(port: u32) -> Action {
 fn flow_mod(priority: u16, fields: Vec<Oxm>, instructions: Vec<Instruction>, flags: u16) -> Body {
     Body::FlowMod(Box::new(FlowMod {
         cookie: 0x1234,
-        cookie_mask: 0,
-        table_id: 0,
-        command: OFPFC_ADD,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        priority,
-        buffer_id: OFP_NO_BUFFER,
-        out_port: OFPP_ANY,
-        out_group: OFPG_ANY,
         flags,
         matches: Match { fields },
         instructions,
+        ..FlowMod::add(priority)
     }))
 }
 

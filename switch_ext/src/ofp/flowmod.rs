@@ -25,6 +25,27 @@ pub struct FlowMod {
 }
 
 impl FlowMod {
+    /// An OFPFC_ADD into table 0 at `priority` with nothing else set: no cookie, match,
+    /// instructions, timeouts or flags, no buffer, any out port and group. Change the rest
+    /// with struct update syntax (`FlowMod { table_id: 3, ..FlowMod::add(100) }`).
+    pub fn add(priority: u16) -> FlowMod {
+        FlowMod {
+            cookie: 0,
+            cookie_mask: 0,
+            table_id: 0,
+            command: OFPFC_ADD,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            priority,
+            buffer_id: OFP_NO_BUFFER,
+            out_port: OFPP_ANY,
+            out_group: OFPG_ANY,
+            flags: 0,
+            matches: Match::default(),
+            instructions: vec![],
+        }
+    }
+
     pub(crate) fn encode(&self, w: &mut Vec<u8>) {
         w.u64(self.cookie);
         w.u64(self.cookie_mask);

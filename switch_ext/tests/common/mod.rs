@@ -3,7 +3,6 @@
 use dcnlab_switch::datapath::{Datapath, DpConfig, FailMode};
 use dcnlab_switch::group::SelectMode;
 use dcnlab_switch::ofp::codec::{Body, FlowMod, Instruction, Match, Msg, Oxm, PortDesc};
-use dcnlab_switch::ofp::consts::{OFPFC_ADD, OFPG_ANY, OFPP_ANY, OFP_NO_BUFFER};
 
 /// A datapath with 4 tables and ports 1..=`ports` (MAC 02:00:00:00:00:<port>), up and
 /// connected to a controller.
@@ -38,19 +37,10 @@ pub fn send(dp: &mut Datapath, body: Body) -> Vec<Msg> {
 #[allow(dead_code)] // not every test binary installs flows
 pub fn add(table: u8, prio: u16, fields: Vec<Oxm>, instrs: Vec<Instruction>) -> Body {
     Body::FlowMod(Box::new(FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
         table_id: table,
-        command: OFPFC_ADD,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        priority: prio,
-        buffer_id: OFP_NO_BUFFER,
-        out_port: OFPP_ANY,
-        out_group: OFPG_ANY,
-        flags: 0,
         matches: Match { fields },
         instructions: instrs,
+        ..FlowMod::add(prio)
     }))
 }
 
