@@ -45,18 +45,13 @@ fn add_flow_ex(
         dp,
         Body::FlowMod(Box::new(FlowMod {
             cookie: 5,
-            cookie_mask: 0,
             table_id: table,
-            command: OFPFC_ADD,
             idle_timeout: idle,
             hard_timeout: hard,
-            priority: prio,
-            buffer_id: OFP_NO_BUFFER,
-            out_port: OFPP_ANY,
-            out_group: OFPG_ANY,
             flags,
             matches: Match { fields },
             instructions: instrs,
+            ..FlowMod::add(prio)
         })),
     );
     assert!(r.is_empty(), "flow mod rejected: {r:?}");
@@ -329,21 +324,7 @@ fn group_delete_removes_its_flows() {
     // A flow pointing at a missing group is refused.
     let r = send(
         &mut dp,
-        Body::FlowMod(Box::new(FlowMod {
-            cookie: 0,
-            cookie_mask: 0,
-            table_id: 0,
-            command: OFPFC_ADD,
-            idle_timeout: 0,
-            hard_timeout: 0,
-            priority: 1,
-            buffer_id: OFP_NO_BUFFER,
-            out_port: OFPP_ANY,
-            out_group: OFPG_ANY,
-            flags: 0,
-            matches: Match::default(),
-            instructions: apply(vec![Action::Group(1)]),
-        })),
+        Body::FlowMod(Box::new(FlowMod { instructions: apply(vec![Action::Group(1)]), ..FlowMod::add(1) })),
     );
     assert!(matches!(r[0].body, Body::Error { typ: OFPET_BAD_ACTION, code: OFPBAC_BAD_OUT_GROUP, .. }));
 }
@@ -406,21 +387,7 @@ fn packet_out_and_packet_in() {
 #[test]
 fn flow_mod_errors_follow_the_spec() {
     let mut dp = dp_with(SelectMode::Hash, FailMode::Secure, 2);
-    let base = FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
-        table_id: 0,
-        command: OFPFC_ADD,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        priority: 1,
-        buffer_id: OFP_NO_BUFFER,
-        out_port: OFPP_ANY,
-        out_group: OFPG_ANY,
-        flags: 0,
-        matches: Match::default(),
-        instructions: vec![],
-    };
+    let base = FlowMod::add(1);
     let cases: Vec<(FlowMod, u16, u16)> = vec![
         (FlowMod { table_id: 7, ..base.clone() }, OFPET_FLOW_MOD_FAILED, OFPFMFC_BAD_TABLE_ID),
         (FlowMod { command: 9, ..base.clone() }, OFPET_FLOW_MOD_FAILED, OFPFMFC_BAD_COMMAND),

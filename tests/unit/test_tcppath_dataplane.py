@@ -76,6 +76,14 @@ class Fabric:
             if not answered:
                 return
 
+    def handshake(self, via: int) -> tuple[HostLocation, HostLocation]:
+        """h1 (leaf 5) opens a connection to h5 (leaf 7): its SYN's copies are fastest via
+        spine ``via``, then h5's SYN-ACK confirms that path.  Returns (h1, h5)."""
+        h1, h5 = self.host("h1"), self.host("h5")
+        self.send(h1, h5, 40000, 5001, SYN, _fast_via(via))
+        self.send(h5, h1, 5001, 40000, SYNACK)
+        return h1, h5
+
     def host(self, name: str) -> HostLocation:
         return next(h for h in self.view.hosts if h.name == name)
 
@@ -212,9 +220,7 @@ def test_race_locks_the_first_arrival_and_drops_later_copies(
 def test_app_reads_its_counters_and_paths_from_flow_stats(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     fab = Fabric(TcpPath, tmp_path, monkeypatch)
-    h1, h5 = fab.host("h1"), fab.host("h5")
-    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
-    fab.send(h5, h1, 5001, 40000, SYNACK)
+    h1, h5 = fab.handshake(via=3)
     fab.poll()
     c = fab.app.counters
     assert c["tcppath_explorations"] == 1 and c["tcppath_confirmed"] == 1
@@ -237,9 +243,7 @@ def test_a_polling_round_asks_one_switch_after_another_and_walks_paths_once_at_i
     Ryu's single event loop busy for 50-220 ms every poll once about 1000 per-flow entries
     had piled up, and ARP (answered by the controller) waited behind it."""
     fab = Fabric(TcpPath, tmp_path, monkeypatch)
-    h1, h5 = fab.host("h1"), fab.host("h5")
-    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(2))
-    fab.send(h5, h1, 5001, 40000, SYNACK)
+    h1, h5 = fab.handshake(via=2)
     sleeps: list[float] = []
     monkeypatch.setattr(hub, "sleep", sleeps.append)
     fab.app.poll_round()
@@ -266,9 +270,7 @@ def test_a_polling_round_asks_one_switch_after_another_and_walks_paths_once_at_i
 def test_a_switch_that_never_answers_delays_the_walk_by_one_round_only(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     fab = Fabric(TcpPath, tmp_path, monkeypatch)
-    h1, h5 = fab.host("h1"), fab.host("h5")
-    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(4))
-    fab.send(h5, h1, 5001, 40000, SYNACK)
+    h1, h5 = fab.handshake(via=4)
     fab.app.polling.start_round(sorted(fab.dps))
     fab.poll([d for d in fab.dps if d != 1])  # spine 1 is silent
     assert not fab.app.recent
@@ -280,9 +282,7 @@ def test_a_switch_that_never_answers_delays_the_walk_by_one_round_only(
 def test_ageing_then_re_exploration_of_a_flow_still_sending(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     fab = Fabric(TcpPath, tmp_path, monkeypatch, DCNLAB_TCPPATH_IDLE="2")
-    h1, h5 = fab.host("h1"), fab.host("h5")
-    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
-    fab.send(h5, h1, 5001, 40000, SYNACK)
+    h1, h5 = fab.handshake(via=3)
     assert fab.path_holding_entries() == [3, 5, 7]
     fab.age(1.0)  # used 1 s ago: still there
     assert fab.path_holding_entries() == [3, 5, 7]
@@ -325,9 +325,7 @@ def test_same_edge_connection_is_explored_locally(
 def test_path_fail_removes_the_flow_everywhere_and_its_next_packet_recovers(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     fab = Fabric(TcpPath, tmp_path, monkeypatch)
-    h1, h5 = fab.host("h1"), fab.host("h5")
-    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
-    fab.send(h5, h1, 5001, 40000, SYNACK)
+    h1, h5 = fab.handshake(via=3)
     fab.poll()
     fab.link_down(3, 7)  # the link spine 3 - leaf 7 goes down
     fab.drain()
@@ -383,9 +381,7 @@ def test_only_the_client_side_re_explores(
     """After ageing, the server's packets (source port below 32768) take the default
     routes; the client's next packet explores, and the server's answer confirms."""
     fab = Fabric(TcpPath, tmp_path, monkeypatch, DCNLAB_TCPPATH_IDLE="2")
-    h1, h5 = fab.host("h1"), fab.host("h5")
-    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
-    fab.send(h5, h1, 5001, 40000, SYNACK)
+    h1, h5 = fab.handshake(via=3)
     fab.age(4.0)
     server = fab.send(h5, h1, 5001, 40000, ACK)
     assert len(server.to(h1.ip)) == 1 and server.hops == 2
@@ -425,9 +421,7 @@ def test_path_fail_is_level_triggered_and_never_reports_a_path_over_a_dead_link(
     the flow's last recorded path crossed the failed link.  A path over a link that is
     down is never reported, and entries on it are deleted again at every poll."""
     fab = Fabric(TcpPath, tmp_path, monkeypatch)
-    h1, h5 = fab.host("h1"), fab.host("h5")
-    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
-    fab.send(h5, h1, 5001, 40000, SYNACK)
+    h1, h5 = fab.handshake(via=3)
     fab.poll()
     old = {d: list(fab.flow_table(d)) for d in (3, 5, 7)}
     stale = {d: fab.net.switches[d].flow_stats(dpl.T_FLOW, dpl.COOKIE_FLOW, dpl.COOKIE_ALL)
@@ -516,9 +510,7 @@ def test_a_failed_connection_confirmed_at_its_edge_alone_explores_again(
     fab = Fabric(TcpPath, tmp_path, monkeypatch)
     clock = [100.0]
     monkeypatch.setattr(fab.app, "now", lambda: clock[0])
-    h1, h5 = fab.host("h1"), fab.host("h5")
-    fab.send(h1, h5, 40000, 5001, SYN, _fast_via(3))
-    fab.send(h5, h1, 5001, 40000, SYNACK)
+    h1, h5 = fab.handshake(via=3)
     fab.poll()
     fab.link_down(3, 7)
     fab.drain()
