@@ -22,15 +22,14 @@ in one process, alternating, the fastest of 2 x 5 passes of at least 40 ms each:
 Both answer the same for every packet and flow mod (the binary stops otherwise).  Needs
 no root and no network; about 2 s per size.
 
-Measured 2026-11-24 (one run, ``--sizes 10,100,1000,5000``; a shared 2-core VM with another
-session's long measurement and builds running, so the binary ran at ``nice 10`` and not
-under the measurement lock: absolute times are inflated, the ratios are the point)::
+Measured 2026-11-24 (one run, ``--sizes 10,100,1000,5000``, under the measurement lock at
+raised priority on the otherwise idle 2-core lab VM)::
 
     learned  entries  shapes  lookup scan  index  speedup  replace scan  index  speedup
-         10       56      14       302 ns  133 ns     2.3x         52 ns  135 ns     0.4x
-        100      146      14       684 ns  149 ns     4.6x        219 ns  153 ns     1.4x
-       1000     1046      14      3975 ns  180 ns    22.0x       1539 ns  183 ns     8.4x
-       5000     5046      14     19322 ns  209 ns    92.3x      10682 ns  272 ns    39.3x
+         10       56      14       292 ns  127 ns     2.3x         50 ns  130 ns     0.4x
+        100      146      14       670 ns  144 ns     4.7x        210 ns  150 ns     1.4x
+       1000     1046      14      3759 ns  175 ns    21.5x       1501 ns  177 ns     8.5x
+       5000     5046      14     18376 ns  199 ns    92.2x      10533 ns  259 ns    40.7x
 
 The index costs one hash probe per match shape visited (shapes in order of their highest
 priority, stopping once none left can beat the hit), so its time hardly grows with N;

@@ -2,7 +2,12 @@
 
 * connect() latency (median, p99) of short connections under ECMP, TCP-Path in controller
   mode and TCP-Path in data-plane mode, with the same host pairs and source ports in one
-  invocation (``--switch ovs`` or ``ext``), and each one's ratio to ECMP's;
+  invocation (``--switch ovs`` or ``ext``), and each one's ratio to ECMP's; also over
+  each pair's later connections alone (``later_connections``: its first one resolves ARP
+  through the controller);
+* on ``ovs``, Open vSwitch's flow translations and flow-table revalidations per
+  connection (``ovs_per_connection``); in data-plane mode, how the controller paced its
+  flow-statistics rounds (``polling``);
 * packet-ins per new connection (all of them, and those of TCP: SYN/SYN-ACK punts and
   exploration copies), counted by the controller;
 * new connections per second the fabric sustains: ``--rate-clients`` hosts each open
@@ -19,34 +24,44 @@
 
 Prints one JSON document.
 
-Measured (2026-11-24, commit e599e81, spineleaf:4,4,4, 20 pairs x 5 connections, under
-the measurement lock at raised priority on the shared 2-core machine; connect() ms):
+Measured 2026-11-24 under the measurement lock at raised priority on the nearly idle
+2-core lab VM (spineleaf:4,4,4, 20 pairs x 5 connections; connect() ms, all connections /
+each pair's later ones, which find ARP resolved; ratio to ECMP in brackets):
 
-=========  ================  ==================  ==================  ===============
-switch     ECMP p50 / p99    controller p50/p99  data plane p50/p99  conn/s E/C/D
-=========  ================  ==================  ==================  ===============
-ovs        1.55 / 13.8       14.7 / 37.3 (9.5x)  5.62 / 44.0 (3.6x)  706 / 78 / 203
-ext        0.73 / 5.0        8.17 / 27.5 (11x)   1.24 / 67.8 (1.7x)  661 / 126 / 428
-=========  ================  ==================  ==================  ===============
+=========  ====================  ==================================  ======================
+switch     ECMP p50 / p99        data plane p50 / p99                conn/s E / C / D
+=========  ====================  ==================================  ======================
+ovs        1.15 / 4.31           2.28 / 7.15 (1.98x / 1.66x)         1119 / 211 / 361
+           later 1.07 / 2.17     later 2.04 / 4.41
+ext        0.65 / 2.89           0.86 / 5.01 (1.32x / 1.73x)         902 / 191 / 852
+           later 0.64 / 0.81     later 0.83 / 1.37
+=========  ====================  ==================================  ======================
 
-Zero TCP packet-ins per connection in data-plane mode on both switches (controller
-mode: 24).  The issue's goal (data-plane p50 <= 1.2x ECMP's, p99 <= 2x) is NOT met:
-ext 1.7x / 13.6x, ovs 3.6x / 3.2x.  Where the time goes is not measured yet; known
-costs: on Open vSwitch every exploration copy and every learned entry passes its
-user-space slow path (20 copies at the leaves per exploration against the paper's 12,
-because copies race ahead of the learned entries), where ECMP's select group hits the
-datapath cache; switch_ext looks flows up linearly, and the learned per-flow entries
-(per connection and switch, idle 10 s) lengthen every table the
-handshake's packets walk.
+Controller mode: ovs 9.74 / 16.1 ms (8.4x), ext 6.32 / 11.9 ms (9.7x), 24 TCP packet-ins
+per connection; data-plane mode: zero on both.  The issue's goal: p99 <= 2x ECMP's is
+met on both switches; p50 <= 1.2x is not (ext 1.32x, ovs 1.98x).  ``dcnlab check --app
+tcppath`` in the same hour (12 pairs x 5, paced 20 ms, ARP resolved first for both):
+ext 0.90 vs 0.91 ms (0.99x), ovs 3.47 vs 2.66 ms (1.30x).
 
-A closer look on ext (same day, data plane only, 40 pairs x 5 connections in sequence,
-the per-flow entry count read from the state file after each pair): the first
-connection of a pair takes 2-4 ms, its later ones 0.9-1.3 ms; the first one resolves
-ARP through the controller, and all the outliers (50-220 ms) were such first
-connections once the switches held 700-1150 per-flow entries, which the controller
-parses from flow stats every 0.5 s (ECMP's controller has no such load).  Later
-connections slowed only mildly as the tables grew (about 0.9 ms with no entries, 1.0-1.3
-ms at 1000).
+Where the time goes.  On ext the data plane's cost per connection is the exploration's
+copies (switch processes flooding 4 + 12 copies over the 2 cores) and the learned
+entries; the tuple-space index (benchmarks/switch_lookup.py) keeps lookups flat as
+entries pile up.  On ovs every learned entry (about 25 per connection: seen, lock and
+generation entries while the copies spread, per-flow entries on confirmation) bumps the
+flow tables' version, and Open vSwitch then re-translates every datapath flow of the
+instance (docs/platform.md): ``ovs_per_connection`` counted 3.2 such revalidations
+and 1202 translations per connection for the data plane, against 5.3 translations for
+ECMP, on a 2-core machine where the revalidators compete with the one switching thread.
+
+Earlier the same day (commit e599e81, before the changes below), same set-up: ovs
+p50 5.62 ms (3.6x) / p99 44.0 (3.2x), 203 conn/s; ext 1.24 (1.7x) / 67.8 (13.6x), 428
+conn/s.  All the ext outliers (50-220 ms) were a pair's first connection: ARP resolves
+through the controller, which then asked every switch for its per-flow entries at once
+every 0.5 s and decoded 700-1150 of them (about 50 us each in Ryu) and walked every path
+once per reply.  Since then the controller reads them one switch after another, walks
+the paths once per round and stretches the round to stay within 5 % of a core
+(dcnlab/schemes/tcppath/polling.py; ``polling`` in the output: 0.91 s rounds of 45 ms
+at the end of this run), and switch_ext looks flows up through an index.
 """
 
 from __future__ import annotations
