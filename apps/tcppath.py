@@ -659,11 +659,13 @@ class TcpPath(FabricApp):
             self._walk_paths()  # a switch never answered the last round: walk what came
         if not dps:
             hub.sleep(TICK)
+            return
+        gap = self.polling.interval / len(dps)  # fixed for the round (see start_round)
         for dpid, dp in dps:
             if self.datapaths.get(dpid) is dp:  # still connected
                 for msg in dpl.stats_requests(dp):
                     dp.send_msg(msg)
-            hub.sleep(self.polling.gap())
+            hub.sleep(gap)
 
     def _poller(self) -> None:
         while True:

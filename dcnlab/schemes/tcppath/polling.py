@@ -83,17 +83,15 @@ class FlowPolling:
     _cost: float = 0.0
 
     def start_round(self, dpids: Iterable[int]) -> bool:
-        """A new round asks ``dpids``.  True if the previous round never completed (a
-        switch did not answer): its paths are still to be walked."""
+        """A new round asks ``dpids``, one every ``interval / len(dpids)`` seconds (the
+        interval as it stands now: answers during the round change the next one's).
+        True if the previous round never completed (a switch did not answer): its paths
+        are still to be walked."""
         incomplete = bool(self.awaiting)
         if incomplete:
             self._finish()
         self.awaiting = set(dpids)
         return incomplete
-
-    def gap(self) -> float:
-        """Seconds between asking one switch of the round and the next."""
-        return self.interval / max(1, len(self.awaiting))
 
     def decoded(self, entries: int) -> None:
         """A reply message of ``entries`` entries was decoded before the app saw it."""
