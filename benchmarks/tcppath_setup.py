@@ -41,9 +41,9 @@ Controller mode: ovs 9.21 / 16.0 ms (8.3x), ext 5.83 / 9.17 ms (9.0x), 24 TCP pa
 per connection; data-plane mode: zero on both.  The issue's goal (p50 <= 1.2x ECMP's,
 p99 <= 2x) is not met: p99 is within 2x on ovs (1.65x), not on ext (2.45x: the slowest
 connections are pairs' first ones, which resolve ARP through the controller; the later
-connections' p99 is 1.64 ms); p50 is 1.34x on ext, 2.21x on ovs.  Half an hour earlier, with a pacing
-bug that stretched each polling round to about 2.7 times its interval (so about a third
-of the polling load), ext gave 1.32x / 1.73x and ovs 1.98x / 1.66x.  ``dcnlab check
+connections' p99 is 1.64 ms); p50 is 1.34x on ext, 2.21x on ovs.  Half an hour earlier,
+with a pacing bug that stretched each polling round to about 2.7 times its interval (so
+about a third of the polling load), ext gave 1.32x / 1.73x and ovs 1.98x / 1.66x.  ``dcnlab check
 --app tcppath`` in the same hour (12 pairs x 5, paced 20 ms, ARP resolved first for
 both): ext 0.83 vs 0.80 ms (1.04x), ovs 2.96 vs 2.31 ms (1.28x).
 
