@@ -656,7 +656,7 @@ class TcpPath(FabricApp):
         switch after another over the round's interval (see :mod:`.polling`)."""
         dps = sorted(self.datapaths.items())
         if self.polling.start_round(d for d, _ in dps):
-            self._walk_paths()  # a switch never answered the last round: walk what came
+            self._walk_round()  # a switch never answered the last round: walk what came
         if not dps:
             hub.sleep(TICK)
             return
@@ -693,18 +693,17 @@ class TcpPath(FabricApp):
                 self.counters["tcppath_path_fail_repeated"] += 1
                 self.dataplane_path_fail(dpid, port)
             if self.polling.answered(dpid):
-                started = time.perf_counter()
-                self._walk_paths()
-                self.polling.walked(time.perf_counter() - started)
+                self._walk_round()
         totals = self.dp.totals()
         self.copy_bytes = totals.pop("tcppath_copy_bytes") or self.copy_bytes
         for name, value in totals.items():
             self.counters[name] = value
         self._count_entries()
 
-    def _walk_paths(self) -> None:
-        """Report the paths that are new since the last walk; retry half-confirmed
-        connections."""
+    def _walk_round(self) -> None:
+        """After a polling round: report the paths that are new since the last walk, retry
+        half-confirmed connections, and count the time in the round's cost."""
+        started = time.perf_counter()
         for flow in self.dp.update_paths(self.view):
             self._fail_done.pop(dpl.connection(flow.key), None)
             self.counters["tcppath_confirmed"] += flow.new_connection
@@ -714,6 +713,7 @@ class TcpPath(FabricApp):
                                 "dst": flow.dst_ip, "dport": flow.dport, "path": flow.path,
                                 "time": time.time()})
         self._retry_half_confirmed()
+        self.polling.walked(time.perf_counter() - started)
 
     # -- reporting ---------------------------------------------------------------
 

@@ -98,7 +98,8 @@ class FlowPolling:
         self._cost += entries * self.decode_cost
 
     def spent(self, seconds: float) -> None:
-        """The app spent ``seconds`` on a reply (and on walking paths)."""
+        """The app spent ``seconds`` on a reply (walking the paths counts in
+        :meth:`walked`)."""
         self._cost += seconds
 
     def answered(self, dpid: int) -> bool:
