@@ -25,6 +25,7 @@ rabbits and elephants (classes as in metrics.py).
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,12 +77,14 @@ def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None) -> list[P
     """Paired rows for every scheme but ``baseline`` (none without a baseline)."""
     if baseline is None:
         return []
-    # (scheme, load, seed, flow id) -> the flow's row, measured and completed flows only
-    done: dict[tuple[str, float, int, Any], Mapping[str, Any]] = {}
+    # (scheme, load, class) -> (seed, flow id) -> the flow's row, measured and completed
+    # flows only
+    done: dict[tuple[str, float, str], dict[tuple[int, Any], Mapping[str, Any]]] = \
+        defaultdict(dict)
     for row in rows:
         if row.get("measured", True) and row["status"] == OK:
-            done[(str(row["scheme"]), float(row["load"]), int(row["seed"]),
-                  row["flow_id"])] = row
+            done[(str(row["scheme"]), float(row["load"]), row["class"])][
+                (int(row["seed"]), row["flow_id"])] = row
     schemes = list(dict.fromkeys(k[0] for k in done if k[0] != baseline))
     loads = sorted({k[1] for k in done})
     out = []
@@ -89,10 +92,9 @@ def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None) -> list[P
         for scheme in schemes:
             for figure, cls, higher_better, _label in FIGURES:
                 ratios = []
-                for (s, ld, seed, flow), row in done.items():
-                    if s != scheme or ld != load or row["class"] != cls:
-                        continue
-                    base = done.get((baseline, load, seed, flow))
+                bases = done.get((baseline, load, cls), {})
+                for flow, row in done.get((scheme, load, cls), {}).items():
+                    base = bases.get(flow)
                     if base is None:
                         continue
                     mine, theirs = _value(row, figure), _value(base, figure)
