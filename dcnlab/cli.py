@@ -228,7 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _stop_on_sigterm()
     if argv[:1] == ["mp"]:  # everything after `mp` belongs to dcnlab-mp, --help included
-        return _cmd_mp(argparse.Namespace(mp_args=argv[1:]))
+        try:
+            return _cmd_mp(argparse.Namespace(mp_args=argv[1:]))
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: subprocess.call ended dcnlab-mp
+            return 130
     args = build_parser().parse_args(argv)
     from dcnlab.benchmarks.engine import ExperimentError, ResultsError, SpecFileError
     from dcnlab.topo.network import NetworkError
