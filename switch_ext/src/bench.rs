@@ -26,10 +26,6 @@ const HOSTS: [u32; 4] = [5, 6, 7, 8];
 const EXPLORE_VID: u128 = 0x10b4;
 const TAGGED_MASK: u128 = 0x1ffc;
 
-fn fm(priority: u16) -> FlowMod {
-    FlowMod::add(priority)
-}
-
 fn spec(fields: &[(Field, u128, Option<u128>)]) -> MatchSpec {
     MatchSpec::from_fields(
         fields
@@ -128,13 +124,13 @@ fn packet(i: usize, regs: u32) -> Key {
 fn build(n: usize) -> (FlowTable, Vec<Key>, Vec<(u16, MatchSpec)>) {
     let mut t = FlowTable::default();
     for (priority, m) in pipeline() {
-        t.add(&fm(priority), m, vec![], 0).expect("pipeline entry");
+        t.add(&FlowMod::add(priority), m, vec![], 0).expect("pipeline entry");
     }
     let mut readds = Vec::new();
     for i in 0..n {
         let (priority, m) =
             if i % 2 == 0 { (800, learned(i / 2, true)) } else { (100, learned(i / 2, false)) };
-        t.add(&fm(priority), m.clone(), vec![], 0).expect("learned entry");
+        t.add(&FlowMod::add(priority), m.clone(), vec![], 0).expect("learned entry");
         readds.push((priority, m));
     }
     // A fixed pseudo-random order of packets: 3 of 4 of learned connections.

@@ -504,10 +504,6 @@ mod tests {
         Match { fields }
     }
 
-    fn flow_mod(priority: u16) -> FlowMod {
-        FlowMod::add(priority)
-    }
-
     #[test]
     fn a_full_table_refuses_new_entries_but_replaces_existing_ones() {
         let mut t = FlowTable { max_entries: Some(2), ..FlowTable::default() };
@@ -519,11 +515,11 @@ mod tests {
             ]))
             .unwrap()
         };
-        t.add(&flow_mod(10), udp(1), vec![], 0).unwrap();
-        t.add(&flow_mod(10), udp(2), vec![], 0).unwrap();
-        let full = t.add(&flow_mod(10), udp(3), vec![], 0).unwrap_err();
+        t.add(&FlowMod::add(10), udp(1), vec![], 0).unwrap();
+        t.add(&FlowMod::add(10), udp(2), vec![], 0).unwrap();
+        let full = t.add(&FlowMod::add(10), udp(3), vec![], 0).unwrap_err();
         assert_eq!(full, OfpErr::new(OFPET_FLOW_MOD_FAILED, OFPFMFC_TABLE_FULL));
-        t.add(&flow_mod(10), udp(2), vec![], 5).unwrap(); // same match: a replacement
+        t.add(&FlowMod::add(10), udp(2), vec![], 5).unwrap(); // same match: a replacement
         assert_eq!(t.entries.len(), 2);
     }
 
