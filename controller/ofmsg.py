@@ -14,7 +14,14 @@ from ryu.ofproto import nicira_ext
 from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
 
-from dcnlab.controller.rules import COOKIE_DCNLAB, Action, FlowEntry, GroupEntry, SwitchRules
+from dcnlab.controller.rules import (
+    COOKIE_SPACE,
+    COOKIE_SPACE_MASK,
+    Action,
+    FlowEntry,
+    GroupEntry,
+    SwitchRules,
+)
 
 _GROUP_TYPES = {
     "all": ofp.OFPGT_ALL,
@@ -22,7 +29,6 @@ _GROUP_TYPES = {
     "indirect": ofp.OFPGT_INDIRECT,
     "ff": ofp.OFPGT_FF,
 }
-COOKIE_MASK_ALL = 0xFFFFFFFFFFFFFFFF
 
 
 NX_IN_PORT = 0xFFF8  # NXAST_RESUBMIT_TABLE: keep the packet's in_port
@@ -148,12 +154,12 @@ def group_delete(dp: Any, group_id: int) -> Any:
 
 
 def delete_ours(dp: Any) -> list[Any]:
-    """Remove every entry dcnlab installed (by cookie) and every group."""
+    """Remove every entry any dcnlab app installed (by cookie space) and every group."""
     return [
         parser.OFPFlowMod(
             dp,
-            cookie=COOKIE_DCNLAB,
-            cookie_mask=COOKIE_MASK_ALL,
+            cookie=COOKIE_SPACE,
+            cookie_mask=COOKIE_SPACE_MASK,
             table_id=ofp.OFPTT_ALL,
             command=ofp.OFPFC_DELETE,
             out_port=ofp.OFPP_ANY,

@@ -37,6 +37,14 @@ OFPCML_NO_BUFFER = 0xFFFF
 
 # Cookie marking entries installed by dcnlab, so a resync deletes only ours.
 COOKIE_DCNLAB = 0xDC0000000000
+# Every cookie a dcnlab app installs lies in one space: 0xDC in bits 40-47 for the
+# compiled policy (COOKIE_DCNLAB), 0xDD for TCP-Path's own entries (its per-flow
+# entries and data-plane pipeline), bits 48-63 zero.  A resync deletes the whole space,
+# whichever app installed it: a controller restarted with another app (``dcnlab check``
+# measures ECMP on the same network so) must not find the previous app's pipeline still
+# steering packets ahead of its own entries.
+COOKIE_SPACE = 0xDC << 40
+COOKIE_SPACE_MASK = 0xFFFFFE << 40
 
 
 def match(**fields: Any) -> Match:

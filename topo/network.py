@@ -137,7 +137,7 @@ class Network:
         self.spec = parse(spec) if isinstance(spec, str) else spec
         check_size(self.spec)  # before anything exists
         self.kind = get_switch_kind(switch)
-        self.app = self._resolve_app(app)
+        self._app = self._resolve_app(app)
         self.app_env = dict(app_env or {})
         self.app_args = list(app_args)
         self.port = controller_port
@@ -145,6 +145,7 @@ class Network:
         self.switch_options = dict(switch_options or {})
         self.management = management
         self._requested_run_dir = Path(run_dir).absolute() if run_dir is not None else None
+        self._wait_app_requested = wait_app_ready
         self._wait_app = wait_app_ready if wait_app_ready is not None else (
             self._is_dcnlab_app(self.app))
         self.warnings: list[str] = []
@@ -293,13 +294,25 @@ class Network:
                                "switch class with a port_stats() method")
         return parse_port_stats(self.ovs.ofctl("-O", "OpenFlow13", "dump-ports", sw.name))
 
-    def restart_controller(self, timeout: float | None = None) -> float:
-        """Kill ryu-manager and start it again on the same port; wait until ready again.
+    @property
+    def app(self) -> str:
+        """The Ryu app the controller runs (change it with :meth:`restart_controller`)."""
+        return self._app
+
+    def restart_controller(self, timeout: float | None = None, app: str | None = None
+                           ) -> float:
+        """Kill ryu-manager and start it again on the same port, with ``app`` instead of
+        the current app if given; wait until ready again.
 
         Returns the seconds until switches and app were ready.
         """
         began = time.monotonic()
         self._stop_controller()  # its sockets close with it: sessions drop to 0 at once
+        if app is not None:
+            self._app = self._resolve_app(app)
+            if self._wait_app_requested is None:
+                self._wait_app = self._is_dcnlab_app(self._app)
+            self._controller = None  # the next start builds the new app's command line
         with contextlib.suppress(FileNotFoundError):
             self.state_file.unlink()  # wait for the new instance's state, not the old one
         self._start_controller()

@@ -28,6 +28,7 @@ from test_tcppath_network import (
     _walk,
 )
 
+from dcnlab.controller.rules import COOKIE_DCNLAB
 from dcnlab.schemes.tcppath.check import tcppath_congestion
 from dcnlab.topo.network import Network
 
@@ -248,3 +249,34 @@ def test_tfe_explores_elephants_only_in_the_data_plane(switch: str) -> None:
         finally:
             server.kill()
             server.wait()
+
+
+def test_restart_with_another_app_leaves_nothing_of_the_pipeline() -> None:
+    """``dcnlab check`` measures its ECMP baseline by restarting the controller with the
+    ECMP app on the same switches.  Issue #15: the restart started TCP-Path again (the
+    baseline was TCP-Path), and a resync deleted only the compiled policy's cookie, so
+    TCP-Path's pipeline would have stayed ahead of ECMP's entries."""
+    with _start("ovs") as net:
+        server = net.host("h9").popen([*TOOL, "serve", "--port", str(PORT)])
+        time.sleep(0.5)
+        try:
+            assert all(r["ok"] for r in _rows(_client(net, "h1", "h9", 43000, count=3)))
+            assert _cookies(net) > {hex(COOKIE_DCNLAB)}  # the pipeline, learned entries
+            net.restart_controller(app="dcnlab.apps.ecmp")
+            state: Any = net.state() or {}
+            assert net.app == state["app"] == "dcnlab.apps.ecmp"
+            assert _cookies(net) == {hex(COOKIE_DCNLAB)}
+            assert all(r["ok"] for r in _rows(_client(net, "h1", "h9", 44000, count=3)))
+            assert _cookies(net) == {hex(COOKIE_DCNLAB)}  # nothing explored or learned
+        finally:
+            server.kill()
+            server.wait()
+
+
+def _cookies(net: Network) -> set[str]:
+    """The cookies of every entry on every switch (Open vSwitch's dump-flows)."""
+    assert net.ovs is not None
+    return {line.split("cookie=")[1].split(",")[0] for sw in net.spec.switches
+            for line in net.ovs.ofctl("-O", "OpenFlow13", "dump-flows",
+                                      net.prefix + sw.name).splitlines()
+            if "cookie=" in line}

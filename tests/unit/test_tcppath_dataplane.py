@@ -17,9 +17,11 @@ from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
 from state_schema import mismatches
 
+from dcnlab.apps.ecmp import Ecmp
 from dcnlab.apps.tcppath import TcpPath
 from dcnlab.apps.tfe import Tfe
 from dcnlab.controller.oftable import FakeDatapath, FakeNetwork, SendResult, tcp_packet
+from dcnlab.controller.rules import COOKIE_DCNLAB
 from dcnlab.controller.view import HostLocation, NetworkView
 from dcnlab.schemes.tcppath import dataplane as dpl
 from dcnlab.schemes.tcppath import polling
@@ -177,6 +179,34 @@ def test_rules_fit_eight_tables_and_carry_no_punt_for_tcp(
             for a in f.actions)]
         # ARP and LLDP only: TCP and exploration copies never go to the controller.
         assert sorted(dict(f.match)["eth_type"] for f in punts) == [0x0806, 0x88CC]
+
+
+def test_an_app_restarted_on_the_network_removes_the_previous_apps_pipeline(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dcnlab check`` measures ECMP by restarting the controller with the ECMP app on the
+    same switches.  Its resync used to delete only the compiled policy's cookie, so the
+    data-plane pipeline and its learned entries stayed ahead of ECMP's entries and the
+    "ECMP" connections were still explored (issue #15).  Every dcnlab cookie goes."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    fab.handshake(via=2)
+    learned = [f for sw in fab.net.switches.values() for f in sw.flows
+               if f.cookie in (dpl.COOKIE_FLOW, dpl.COOKIE_LOCK, dpl.COOKIE_SEEN)]
+    assert learned
+    (tmp_path / "ecmp").mkdir()
+    ecmp, _ = app_from_topology(Ecmp, TOPO, tmp_path / "ecmp", monkeypatch)
+    for dpid in fab.dps:
+        dp = FakeDatapath(dpid)
+        ecmp.resync(dp)
+        fab.net.replay(dpid, [m for m in dp.take() if isinstance(
+            m, (parser.OFPFlowMod, parser.OFPGroupMod))])
+    for dpid, sw in fab.net.switches.items():
+        assert {f.cookie for f in sw.flows} == {COOKIE_DCNLAB}
+        assert len(sw.flows) == len(ecmp.compiled()[dpid].flows)
+    # A new connection now takes ECMP's routes: delivered, nothing explored or learned.
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    before = sum(len(sw.flows) for sw in fab.net.switches.values())
+    assert len(fab.send(h1, h5, 40001, 5001, SYN).to(h5.ip)) == 1
+    assert sum(len(sw.flows) for sw in fab.net.switches.values()) == before
 
 
 @pytest.mark.parametrize("fast", SPINES)

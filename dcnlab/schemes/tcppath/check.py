@@ -174,12 +174,10 @@ def connect_speed(net: Network, spec: TopologySpec) -> tuple[dict[str, Any], lis
     if errors:
         failures.append(f"switches reported {errors} OpenFlow errors to the {app} app")
     try:
-        net.app = BASELINE_APP
-        net.restart_controller()
+        net.restart_controller(app=BASELINE_APP)
         ecmp = connect_latencies(net, pairs, SPEED_PER_PAIR, SPEED_SPORT + 1000)
     finally:
-        net.app = app
-        net.restart_controller()
+        net.restart_controller(app=app)
     total = len(pairs) * SPEED_PER_PAIR
     for name, lat in (("connect", mine), ("ecmp_connect", ecmp)):
         if len(lat) < total:
