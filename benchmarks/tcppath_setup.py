@@ -5,8 +5,9 @@
   invocation (``--switch ovs`` or ``ext``), and each one's ratio to ECMP's; also over
   each pair's later connections alone (``later_connections``: its first one resolves ARP
   through the controller);
-* on ``ovs``, Open vSwitch's flow translations and flow-table revalidations per
-  connection (``ovs_per_connection``); in data-plane mode, how the controller paced its
+* on ``ovs``, Open vSwitch's flow translations, flow-table revalidations and upcalls
+  per connection (``ovs_per_connection``) and the datapath flows alive at the end
+  (``ovs_datapath_flows``); in data-plane mode, how the controller paced its
   flow-statistics rounds (``polling``);
 * packet-ins per new connection (all of them, and those of TCP: SYN/SYN-ACK punts and
   exploration copies), counted by the controller;
@@ -43,9 +44,15 @@ p99 <= 2x) is not met: p99 is within 2x on ovs (1.65x), not on ext (2.45x: the s
 connections are pairs' first ones, which resolve ARP through the controller; the later
 connections' p99 is 1.64 ms); p50 is 1.34x on ext, 2.21x on ovs.  Half an hour earlier,
 with a pacing bug that stretched each polling round to about 2.7 times its interval (so
-about a third of the polling load), ext gave 1.32x / 1.73x and ovs 1.98x / 1.66x.  ``dcnlab check
---app tcppath`` in the same hour (12 pairs x 5, paced 20 ms, ARP resolved first for
-both): ext 0.83 vs 0.80 ms (1.04x), ovs 2.96 vs 2.31 ms (1.28x).
+about a third of the polling load), ext gave 1.32x / 1.73x and ovs 1.98x / 1.66x.
+
+``dcnlab check --app tcppath`` (12 pairs x 5, paced 20 ms, ARP resolved first for both),
+measured the next day under the lock, twice per switch: ext 0.91 / 0.93 ms against ECMP's
+0.70 / 0.75 (1.30x, 1.24x); ovs 2.92 / 2.83 against 1.27 / 1.32 (2.29x, 2.15x).  On ovs,
+per connection, 22 upcalls and 3.9 revalidations of every datapath flow for TCP-Path,
+3.1 and none for ECMP.  (The check's figures of the day before, ext 1.04x and ovs 1.28x,
+were TCP-Path against itself: restarting the controller with the ECMP app started
+TCP-Path again, and an app's resync left other apps' entries in place.  Both fixed.)
 
 Where the time goes.  On ext the data plane's cost per connection is the exploration's
 copies (switch processes flooding 4 + 12 copies over the 2 cores) and the learned
@@ -104,16 +111,19 @@ def _packet_ins(state: ControllerState | None) -> tuple[int, int]:
             c.get("tcppath_tcp_packet_in", 0) + c.get("tcppath_copy_packet_in", 0))
 
 
-# ovs-vswitchd's coverage counters read around the latency phase: flow translations
-# (the slow path: each upcall, and each datapath flow a revalidator re-translates) and
-# revalidations of every datapath flow because a flow table changed (a learned entry).
-OVS_COUNTERS = ("xlate_actions", "rev_flow_table")
+# ovs-vswitchd's counters read around the latency phase: flow translations (the slow
+# path: each upcall, and each datapath flow a revalidator re-translates), revalidations
+# of every datapath flow because a flow table changed (a learned entry), and upcalls
+# (packets translated in the switching thread itself, before they go on).
+OVS_COUNTERS = ("xlate_actions", "rev_flow_table", "upcalls")
 
 
 def _ovs_counters(net: Network) -> dict[str, int]:
     if net.ovs is None:
         return {}
-    return {name: net.ovs.coverage(name) for name in OVS_COUNTERS}
+    counters = {name: net.ovs.coverage(name) for name in OVS_COUNTERS[:2]}
+    dp = net.ovs.datapath_stats()
+    return {**counters, "upcalls": dp["upcalls"], "datapath_flows": dp["flows"]}
 
 
 def _rate(net: Network, clients: list[tuple[str, str]], count: int,
@@ -171,6 +181,7 @@ def _run(spec: TopologySpec, switch: str, mode: str, pairs: list[tuple[str, str]
                 result["ovs_per_connection"] = {
                     name: round((ovs_after[name] - ovs_before[name]) / n, 1)
                     for name in OVS_COUNTERS}
+                result["ovs_datapath_flows"] = ovs_after["datapath_flows"]
             result["packet_in_per_connection"] = round((after[0] - before[0]) / n, 2)
             result["tcp_packet_in_per_connection"] = round((after[1] - before[1]) / n, 2)
             if state and "tcppath" in state:

@@ -234,6 +234,15 @@ class OvsInstance:
         flow translations, the slow path every new datapath flow takes."""
         return int(self.appctl("coverage/read-counter", name).strip() or 0)
 
+    def datapath_stats(self) -> dict[str, int]:
+        """The userspace datapath's packet counters summed over its threads, and its
+        flows: ``upcalls`` (packets that missed every cache and were translated: the slow
+        path, run inline by the thread that received them; without PMD ports that is the
+        main thread, which also serves OpenFlow), ``megaflow_hits``, ``packets`` and
+        ``flows`` (datapath flows alive now)."""
+        return parse_datapath_stats(self.appctl("dpif-netdev/pmd-stats-show"),
+                                    self.appctl("upcall/show"))
+
     # -- internals ----------------------------------------------------------
 
     def _exit_cleanup(self) -> None:
@@ -323,6 +332,23 @@ class OvsInstance:
 
 # ---------------------------------------------------------------------------
 # Reading ovs-ofctl output
+
+_PMD_STAT_RE = re.compile(r"^\s*([a-z. ]+?):\s*(\d+)\s*$", re.MULTILINE)
+_PMD_STATS = {"packets received": "packets", "megaflow hits": "megaflow_hits",
+              "miss with success upcall": "upcalls"}
+_DP_FLOWS_RE = re.compile(r"flows\s*:\s*\(current (\d+)\)")
+def parse_datapath_stats(pmd_stats: str, upcall_show: str) -> dict[str, int]:
+    """:meth:`OvsInstance.datapath_stats` from ``dpif-netdev/pmd-stats-show`` and
+    ``upcall/show`` output."""
+    stats = {"packets": 0, "megaflow_hits": 0, "upcalls": 0}
+    for key, value in _PMD_STAT_RE.findall(pmd_stats):
+        name = _PMD_STATS.get(key)
+        if name is not None:
+            stats[name] += int(value)
+    flows = _DP_FLOWS_RE.search(upcall_show)
+    stats["flows"] = int(flows.group(1)) if flows else 0
+    return stats
+
 
 _PORT_RE = re.compile(r"^\s*port\s+(\S+?):\s*rx\s+(.*?)\n\s*tx\s+(.*?)$", re.MULTILINE)
 _FIELD_RE = re.compile(r"(\w+)=(\d+|\?)")

@@ -104,6 +104,12 @@ def test_spineleaf_learning_switch_ping_and_tcp() -> None:
         assert received > 1_000_000  # ~2.5 MB at the spec's 10 Mbit/s
         spine = net.port_stats("s1")
         assert sum(row["rx_bytes"] or 0 for row in spine.values()) >= received
+        # The transfer's packets crossed three bridges of the one datapath: a few were
+        # translated (upcalls), the rest matched the datapath flows those installed,
+        # still alive (OVS keeps an idle one 10 s).
+        dp = net.ovs.datapath_stats()
+        assert dp["packets"] > 3 * received // 1500
+        assert 0 < dp["upcalls"] < dp["packets"] // 20 and dp["flows"] > 0
         assert net.controller_log.exists()
     _assert_clean(net)
 
