@@ -69,17 +69,29 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from dcnlab.benchmarks.engine import run_experiment
-    from dcnlab.benchmarks.engine.runner import resume_source, select_scenarios
+    from dcnlab.benchmarks.engine.runner import (
+        resume_source,
+        resume_target,
+        select_scenarios,
+    )
     from dcnlab.benchmarks.engine.spec import load_specs
 
+    wanted = [s for s in args.scenarios.split(",") if s] if args.scenarios else None
     if args.resume is not None:
         if args.experiment is not None or args.out is not None:
             _die("--resume DIR takes the experiment and the output directory from DIR; "
                  "give no EXPERIMENT.yaml or --out with it")
-        args.experiment, args.out = str(resume_source(args.resume)), args.resume
+        args.experiment = str(resume_source(args.resume))
+        # One scenario's directory resumes that scenario, in place (not every scenario
+        # of the file, nested under it).
+        args.out, scenario = resume_target(args.resume)
+        if scenario is not None:
+            if wanted not in (None, [scenario]):
+                _die(f"{args.resume} holds scenario {scenario} only; to resume others, give "
+                     f"--resume {args.out} --scenarios {','.join(wanted or [])}")
+            wanted = [scenario]
     elif args.experiment is None:
         _die("give an experiment file (or --resume DIR)")
-    wanted = [s for s in args.scenarios.split(",") if s] if args.scenarios else None
     # A bad spec file or scenario name is reported before asking for root.
     select_scenarios(load_specs(args.experiment), wanted)
     _require_root()

@@ -24,7 +24,8 @@ did not finish) gets a row with status ``not_run`` and the reason, later scenari
 included.  ``resume=True`` (``dcnlab run --resume DIR``) continues such an experiment in
 its directory: the runs meta.json lists as done are kept, the ``not_run`` rows are
 dropped and those runs run now, with the same flow lists (they are generated from the
-seeds again, and checked against workload.csv).
+seeds again, and checked against workload.csv).  Given one scenario's directory, the CLI
+continues that scenario alone, in place (:func:`resume_target`).
 """
 
 from __future__ import annotations
@@ -690,6 +691,20 @@ def resume_source(out: str | os.PathLike[str]) -> Path:
     except (OSError, ValueError):
         pass
     return copy
+
+
+def resume_target(out: str | os.PathLike[str]) -> tuple[Path, str | None]:
+    """Where ``--resume out`` continues: ``out`` itself, or, when ``out`` is one
+    scenario's directory (its meta.json names that scenario, and so does the directory),
+    the experiment's directory above it and that scenario alone."""
+    base = Path(out)
+    try:
+        scenario = json.loads((base / META_JSON).read_text()).get("scenario")
+    except (OSError, ValueError, AttributeError):
+        return base, None
+    if scenario and base.name == scenario:
+        return base.parent, str(scenario)
+    return base, None
 
 
 def _done_runs(out: Path, spec: ExperimentSpec) -> set[tuple[str, int, float]]:
