@@ -120,13 +120,14 @@ def _packet_ins(state: ControllerState | None) -> tuple[int, int]:
 # path: each upcall, and each datapath flow a revalidator re-translates), revalidations
 # of every datapath flow because a flow table changed (a learned entry), and upcalls
 # (packets translated in the switching thread itself, before they go on).
-OVS_COUNTERS = ("xlate_actions", "rev_flow_table", "upcalls")
+OVS_COVERAGE = ("xlate_actions", "rev_flow_table")
+OVS_COUNTERS = (*OVS_COVERAGE, "upcalls")
 
 
 def _ovs_counters(net: Network) -> dict[str, int]:
     if net.ovs is None:
         return {}
-    counters = {name: net.ovs.coverage(name) for name in OVS_COUNTERS[:2]}
+    counters = {name: net.ovs.coverage(name) for name in OVS_COVERAGE}
     dp = net.ovs.datapath_stats()
     return {**counters, "upcalls": dp["upcalls"], "datapath_flows": dp["flows"]}
 

@@ -337,6 +337,8 @@ _PMD_STAT_RE = re.compile(r"^\s*([a-z. ]+?):\s*(\d+)\s*$", re.MULTILINE)
 _PMD_STATS = {"packets received": "packets", "megaflow hits": "megaflow_hits",
               "miss with success upcall": "upcalls"}
 _DP_FLOWS_RE = re.compile(r"flows\s*:\s*\(current (\d+)\)")
+
+
 def parse_datapath_stats(pmd_stats: str, upcall_show: str) -> dict[str, int]:
     """:meth:`OvsInstance.datapath_stats` from ``dpif-netdev/pmd-stats-show`` and
     ``upcall/show`` output."""
