@@ -146,8 +146,6 @@ class Network:
         self.management = management
         self._requested_run_dir = Path(run_dir).absolute() if run_dir is not None else None
         self._wait_app_requested = wait_app_ready
-        self._wait_app = wait_app_ready if wait_app_ready is not None else (
-            self._is_dcnlab_app(self.app))
         self.warnings: list[str] = []
         self.prefix = ""
         self.mn: Mininet | None = None
@@ -299,6 +297,13 @@ class Network:
         """The Ryu app the controller runs (change it with :meth:`restart_controller`)."""
         return self._app
 
+    @property
+    def _wait_app(self) -> bool:
+        """Whether readiness waits for the app's own state: as asked, or for dcnlab apps."""
+        if self._wait_app_requested is not None:
+            return self._wait_app_requested
+        return self._is_dcnlab_app(self._app)
+
     def restart_controller(self, timeout: float | None = None, app: str | None = None
                            ) -> float:
         """Kill ryu-manager and start it again on the same port, with ``app`` instead of
@@ -310,8 +315,6 @@ class Network:
         self._stop_controller()  # its sockets close with it: sessions drop to 0 at once
         if app is not None:
             self._app = self._resolve_app(app)
-            if self._wait_app_requested is None:
-                self._wait_app = self._is_dcnlab_app(self._app)
             self._controller = None  # the next start builds the new app's command line
         with contextlib.suppress(FileNotFoundError):
             self.state_file.unlink()  # wait for the new instance's state, not the old one
