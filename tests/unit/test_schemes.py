@@ -68,7 +68,7 @@ def test_results_columns_come_from_the_declarations_unchanged() -> None:
     assert controller_stats.COLUMNS == [
         "scheme", "load", "seed", "entries_mean", "entries_max", "entries_samples",
         "packet_in", "explorations", "copy_packet_in", "copy_packet_out", "copies_sent",
-        "late_dropped", "duplicate_dropped", "unknown_dropped", "not_elephant"]
+        "late_dropped", "dead_end_dropped", "duplicate_dropped", "unknown_dropped", "not_elephant"]
     assert fairness.COLUMNS[-5:] == list(uc3_engine.COLUMNS)
     assert registry.host_parts("uc3").columns == uc3_engine.COLUMNS
 

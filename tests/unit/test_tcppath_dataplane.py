@@ -157,9 +157,14 @@ def test_copies_are_told_apart_by_their_exact_generation_on_entry(
         entries = [dict(f.match) for f in sw.table(dpl.T_MAIN)
                    if dpl.kind_of(f.cookie) == dpl.COUNT_COPY_IN]
         assert all(isinstance(m["vlan_vid"], int) for m in entries)  # not masked
-        fabric = fab.view.fabric_ports(dpid)
-        assert {(m["in_port"], m["vlan_vid"]) for m in entries} == {
-            (p, v) for p in fabric for v in vids}
+        if dpid in SPINES:
+            fabric = fab.view.fabric_ports(dpid)
+            assert {(m["in_port"], m["vlan_vid"]) for m in entries} == {
+                (p, v) for p in fabric for v in vids}
+        else:  # a leaf explores only the copies for its own hosts
+            macs = {h.mac for h in fab.view.hosts_on(dpid)}
+            assert {(m["eth_dst"], m["vlan_vid"]) for m in entries} == {
+                (mac, v) for mac in macs for v in vids}
 
 
 def _lock_port(fab: Fabric, dpid: int) -> int:
@@ -448,9 +453,43 @@ def test_copies_never_climb_back_up_through_another_leaf(
     path = fab.path_holding_entries()
     assert len(path) == 3 and 6 not in path and 8 not in path
     leaf6 = fab.net.switches[6]
-    (late,) = [f for f in leaf6.flows if f.cookie == dpl.COOKIE_COUNT | dpl.COUNT_LATE]
-    (copies,) = [f.packets for f in leaf6.flows if f.cookie == dpl.COOKIE_COUNT | dpl.COUNT_FIRST]
-    assert copies == 1 and late.packets == len(SPINES) - 1  # one copy from every spine
+    dead_end = [f.packets for f in leaf6.flows
+                if f.cookie == dpl.COOKIE_COUNT | dpl.COUNT_DEAD_END]
+    assert sum(dead_end) == len(SPINES)  # one copy from every spine, all dropped on entry
+
+
+def test_copies_for_another_edge_are_dropped_on_entry_without_learning(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #15: at a leaf that is not the destination, a copy used to learn a seen entry
+    and a lock (which no packet could use) before flooding to no port.  On Open vSwitch
+    that made the copy's datapath flow match its tuple: every copy at every other leaf was
+    an upcall.  Now MAIN drops it by in-port and VLAN id alone: the same forwarding, the
+    same copies on the wire (counted), no learned state, and a decision that holds for any
+    tuple."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = fab.host("h1"), fab.host("h5")  # leaf 5 -> leaf 7; leaves 6 and 8 dead ends
+    fab.handshake(via=2)
+    for leaf in (6, 8):
+        sw = fab.net.switches[leaf]
+        assert not sw.table(dpl.T_SEEN) and not sw.table(dpl.T_LOCK)
+        hit = [f for t in range(dpl.TABLES) for f in sw.table(t) if f.packets]
+        # one drop per spine's port, on entry: nothing else matched
+        assert len(hit) == len(SPINES) and all(f.packets == 1 for f in hit)
+        for f in hit:
+            assert dpl.kind_of(f.cookie) == dpl.COUNT_DEAD_END and not f.actions
+            assert set(dict(f.match)) == {"in_port", "vlan_vid"}
+    # A copy for one of the leaf's own hosts is still explored there (h3 is on leaf 6).
+    h3 = fab.host("h3")
+    assert fab.view.hosts_on(6) and h3.mac in {h.mac for h in fab.view.hosts_on(6)}
+    syn = fab.send(h1, h3, 40001, 5001, SYN, _fast_via(4))
+    assert len(syn.to(h3.ip)) == 1 and not syn.to(h5.ip)
+    assert _lock_port(fab, 6) == _port(fab.view, 6, 4)
+    # The copies still count as received where they arrived, as the paper counts them.
+    fab.poll()
+    tp = fab.app.state()["tcppath"]
+    assert tp["copies_in"]["8"] == 2 * len(SPINES)
+    # two SYNs, each reaching two other leaves from every spine
+    assert fab.app.counters["tcppath_copy_dead_end"] == 2 * 2 * len(SPINES)
 
 
 def test_path_fail_is_level_triggered_and_never_reports_a_path_over_a_dead_link(

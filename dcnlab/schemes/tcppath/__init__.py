@@ -18,6 +18,7 @@ _COUNTERS = {
     "tcppath_copy_packet_out": ("copy_packet_out", "exploration packet-outs"),
     "tcppath_copies_sent": ("copies_sent", None),
     "tcppath_copy_late": ("late_dropped", "late copies dropped"),
+    "tcppath_copy_dead_end": ("dead_end_dropped", "copies dropped at other edges"),
     "tcppath_copy_duplicate": ("duplicate_dropped", None),
     "tcppath_copy_unknown": ("unknown_dropped", None),
     "tcppath_not_elephant": ("not_elephant", None),

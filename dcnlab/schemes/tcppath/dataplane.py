@@ -11,7 +11,9 @@ generation), so a switch tells them from packets on their ordinary routes.  Eigh
 table  name      entries
 ====== ========= ==========================================================================
 0      MAIN      ARP/LLDP punts (the base's); tagged copy from a fabric port (one entry per
-                 port and generation, exact VLAN id) -> SEEN, DECIDE;
+                 port and generation, exact VLAN id) -> SEEN, DECIDE; at an edge switch
+                 (every fabric port leads up) only a copy for one of its hosts (one entry
+                 per host and generation), any other copy -> drop (a dead end);
                  any other tagged frame -> drop; untagged TCP -> ``tcp_src`` to reg5,
                  LOCK, CONFIRM; anything else -> DEFAULT
 1      LOCK      *learned* reverse locks: DS tuple -> ``reg1 = lock port`` (the port the
@@ -39,7 +41,8 @@ table  name      entries
 The walk of one connection: the SYN from S misses FLOW at S's edge and is explored
 (tagged, flooded on every fabric port, S's edge locks the DS tuple to S's port).  At every
 switch the first copy learns SEEN (later copies are dropped) and a LOCK of the DS tuple to
-its in-port, and is flooded on; at D's edge it is untagged and delivered.  D's SYN-ACK hits
+its in-port, and is flooded on; at D's edge it is untagged and delivered; other edges
+drop the copies on entry.  D's SYN-ACK hits
 the LOCK at every switch on its way back (first-arrival locks form a tree rooted at S, so
 it walks exactly the path the winning copy took) and CONFIRM learns both directions'
 per-flow entries there, so from S's ACK on the connection is forwarded by FLOW alone.
@@ -158,6 +161,7 @@ COUNT_EXPLORE = 4  # explorations started at this (edge) switch
 COUNT_PENDING = 5  # packets sent on the default routes while their exploration is pending
 COUNT_CONFIRM = 6  # packets that confirmed (learned per-flow entries) here
 COUNT_BOUNCE = 7  # packets whose lock pointed back to their in-port: not confirmed
+COUNT_DEAD_END = 8  # copies dropped on entry at an edge none of whose hosts they are for
 
 # Registers (pipeline metadata, zero when a packet enters table 0).
 REG_LOCK = "reg1"  # lock port (16 bits) found in LOCK
@@ -253,6 +257,38 @@ def _explore_matches(elephants: ElephantFilter | None) -> list[dict[str, object]
     return out
 
 
+def is_dead_end(ports: SwitchPorts) -> bool:
+    """An edge switch: every fabric port leads up, so a copy that came down to it goes on
+    only to one of its own hosts (valley-free flooding never sends it back up)."""
+    return bool(ports.up) and set(ports.all_fabric) <= set(ports.up)
+
+
+def _dead_end_entries(ports: SwitchPorts, explore: tuple[Action, ...],
+                      vids: list[int]) -> list[FlowEntry]:
+    """MAIN's entries for copies at an edge switch.  A copy for one of its hosts is
+    explored as anywhere else; any other copy is dropped on entry, before any table that
+    looks at its tuple.  Deciding it later (seen, lock, flood to no port) forwarded the same
+    nothing, but made a datapath cache entry (Open vSwitch's megaflow) match the copy's
+    tuple, so every copy of every exploration at every other edge cost a trip to the
+    switch's slow path, and learned a seen entry and a lock no packet could ever use.  The
+    broadcast on the wire is the paper's: the copies still reach every edge (and are
+    counted there, :data:`COUNT_DEAD_END`)."""
+    out: list[FlowEntry] = []
+    for port in sorted(p for _, p in ports.hosts):
+        # A tagged frame from a host is no copy: dropped (as by MAIN's masked entry below)
+        # before the host entries, which do not look at the in-port.
+        out.append(_entry(T_MAIN, 920, (), in_port=port,
+                          vlan_vid=(OFPVID_PRESENT, OFPVID_PRESENT)))
+    for mac, _ in ports.hosts:
+        for vid in vids:
+            out.append(_entry(T_MAIN, 910, explore, COOKIE_COUNT | COUNT_COPY_IN,
+                              eth_dst=mac, vlan_vid=vid))
+    for port in ports.all_fabric:
+        out.append(_entry(T_MAIN, 900, (), COOKIE_COUNT | COUNT_DEAD_END, in_port=port,
+                          vlan_vid=TAGGED))
+    return out
+
+
 def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout: int,
              lock_timeout: int) -> list[FlowEntry]:
     """The static entries of one switch (tables 0..6; DEFAULT comes from the policy)."""
@@ -260,16 +296,20 @@ def pipeline(ports: SwitchPorts, elephants: ElephantFilter | None, idle_timeout:
     explore = (("resubmit", T_SEEN), ("resubmit", T_DECIDE))
     out: list[FlowEntry] = []
     # MAIN
-    for port in ports.all_fabric:
-        # One entry per generation, matching its VLAN id exactly: a datapath cache entry
-        # (Open vSwitch's megaflow) then matches the generation's VLAN id exactly too, so a
-        # re-exploration's copies miss the cached decisions about the previous one's (its
-        # late copies: drop) and are looked up again in the tables as they are now.  With
-        # one masked entry for all generations, the caches took them for the previous
-        # exploration's late copies and dropped them until revalidated (issue #15).
-        for gen in range(GENERATIONS):
-            out.append(_entry(T_MAIN, 900, explore, COOKIE_COUNT | COUNT_COPY_IN,
-                              in_port=port, vlan_vid=OFPVID_PRESENT | EXPLORE_VID | gen))
+    # One entry per generation, matching its VLAN id exactly: a datapath cache entry (Open
+    # vSwitch's megaflow) then matches the generation's VLAN id exactly too, so a
+    # re-exploration's copies miss the cached decisions about the previous one's (its late
+    # copies: drop) and are looked up again in the tables as they are now.  With one masked
+    # entry for all generations, the caches took them for the previous exploration's late
+    # copies and dropped them until revalidated (issue #15).
+    vids = [OFPVID_PRESENT | EXPLORE_VID | gen for gen in range(GENERATIONS)]
+    if is_dead_end(ports):
+        out.extend(_dead_end_entries(ports, explore, vids))
+    else:
+        for port in ports.all_fabric:
+            for vid in vids:
+                out.append(_entry(T_MAIN, 900, explore, COOKIE_COUNT | COUNT_COPY_IN,
+                                  in_port=port, vlan_vid=vid))
     out.append(_entry(T_MAIN, 890, (), vlan_vid=(OFPVID_PRESENT, OFPVID_PRESENT)))
     tcp_actions: tuple[Action, ...] = (("move", "tcp_src", 0, REG_SPORT, 0, 16),
                                        ("resubmit", T_LOCK), ("resubmit", T_CONFIRM))
@@ -553,7 +593,10 @@ class DataplaneView:
         return {d: len(t) for d, t in self.tables.items() if t}
 
     def copies_in(self) -> dict[int, int]:
-        return {d: c[COUNT_COPY_IN][0] for d, c in self.counts.items() if COUNT_COPY_IN in c}
+        """Exploration copies received per switch, explored or dropped on entry."""
+        kinds = (COUNT_COPY_IN, COUNT_DEAD_END)
+        return {d: sum(c.get(k, (0, 0))[0] for k in kinds) for d, c in self.counts.items()
+                if any(k in c for k in kinds)}
 
     def totals(self) -> dict[str, int]:
         """Counters summed over the switches (their packet counts, as last polled)."""
@@ -561,11 +604,14 @@ class DataplaneView:
             p = sum(c.get(kind, (0, 0))[0] for c in self.counts.values())
             b = sum(c.get(kind, (0, 0))[1] for c in self.counts.values())
             return p, b
-        copies, copy_bytes = total(COUNT_COPY_IN)
+        explored, explored_bytes = total(COUNT_COPY_IN)
+        dead_end, dead_end_bytes = total(COUNT_DEAD_END)
+        copies, copy_bytes = explored + dead_end, explored_bytes + dead_end_bytes
         return {"tcppath_explorations": total(COUNT_EXPLORE)[0],
                 "tcppath_copies_received": copies,
                 "tcppath_copy_first": total(COUNT_FIRST)[0],
                 "tcppath_copy_late": total(COUNT_LATE)[0],
+                "tcppath_copy_dead_end": dead_end,
                 "tcppath_pending_default": total(COUNT_PENDING)[0],
                 "tcppath_confirm_packets": total(COUNT_CONFIRM)[0],
                 "tcppath_confirm_bounced": total(COUNT_BOUNCE)[0],
