@@ -41,9 +41,10 @@ class Fabric:
     """The app (data-plane mode), fake datapaths and the fake network they program."""
 
     def __init__(self, app_cls: type, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
-                 mfr: str = "Nicira, Inc.", sw: str = "Open vSwitch", **env: str) -> None:
+                 mfr: str = "Nicira, Inc.", sw: str = "Open vSwitch", topo: str = TOPO,
+                 **env: str) -> None:
         env.setdefault("DCNLAB_TCPPATH_IDLE", "10")
-        self.app, spec = app_from_topology(app_cls, TOPO, tmp_path, monkeypatch, **env)
+        self.app, spec = app_from_topology(app_cls, topo, tmp_path, monkeypatch, **env)
         self.view = NetworkView.from_topology(spec)
         self.net = FakeNetwork(self.view)
         self.dps = {s.dpid: FakeDatapath(s.dpid) for s in spec.switches}
@@ -490,6 +491,34 @@ def test_copies_for_another_edge_are_dropped_on_entry_without_learning(
     assert tp["copies_in"]["8"] == 2 * len(SPINES)
     # two SYNs, each reaching two other leaves from every spine
     assert fab.app.counters["tcppath_copy_dead_end"] == 2 * 2 * len(SPINES)
+
+
+def test_three_layers_explore_down_to_every_rack_and_stop_at_the_others(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paper's three-layer fabric (4 planes, 2 pods of 2 racks): a SYN's copies climb
+    to every plane and come down into every pod; fabric switches flood them on to their
+    racks, and every rack but the destination's drops them on entry, learning nothing."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch, topo="threelayer:2,2,1,1")
+    edges = sorted(d for d in fab.view.switches if fab.view.hosts_on(d))
+    src, dst = fab.view.hosts[0], fab.view.hosts[-1]
+    assert len(edges) == 4 and src.dpid != dst.dpid
+    syn = fab.send(src, dst, 40000, 5001, SYN)
+    (got,) = syn.to(dst.ip)
+    assert "vlan_vid" not in got and len(syn.delivered) == 1
+    synack = fab.send(dst, src, 5001, 40000, SYNACK)
+    assert len(synack.to(src.ip)) == 1
+    path = fab.path_holding_entries()
+    assert len(path) == 5 and src.dpid in path and dst.dpid in path  # rack-fabric-spine-...
+    others = [d for d in edges if d not in (src.dpid, dst.dpid)]
+    for dpid in others:
+        sw = fab.net.switches[dpid]
+        assert not sw.table(dpl.T_SEEN) and not sw.table(dpl.T_LOCK)
+        dead = sum(f.packets for f in sw.table(dpl.T_MAIN)
+                   if dpl.kind_of(f.cookie) == dpl.COUNT_DEAD_END)
+        assert dead == 4  # one copy from each of the pod's 4 fabric switches
+    # The destination's pod: each fabric switch saw a copy and flooded it down.
+    down = [d for d in fab.view.switches if d not in edges and fab.view.graph.has_edge(d, dst.dpid)]
+    assert len(down) == 4 and all(fab.net.switches[d].table(dpl.T_SEEN) for d in down)
 
 
 def test_path_fail_is_level_triggered_and_never_reports_a_path_over_a_dead_link(
