@@ -63,12 +63,19 @@ class ResultsError(RuntimeError):
 
 
 class CsvAppender:
-    """A CSV file written row by row and flushed, with the header written once."""
+    """A CSV file written row by row and flushed, with the header written once.
+
+    Appending to a file whose header differs (an experiment resumed with a newer dcnlab
+    that added a column) first rewrites it under the union of both headers, the given
+    columns first: every row it held keeps every cell, and new rows fill the new
+    columns.  Appending blindly wrote rows with more cells than the header named."""
 
     def __init__(self, path: Path, columns: list[str]) -> None:
         self.path = path
-        self.columns = columns
         fresh = not path.exists() or path.stat().st_size == 0
+        if not fresh:
+            columns = _upgrade_header(path, columns)
+        self.columns = columns
         self._fh = open(path, "a", newline="")  # noqa: SIM115 - closed by close()
         self._writer = csv.DictWriter(self._fh, fieldnames=columns, extrasaction="ignore")
         if fresh:
@@ -84,6 +91,30 @@ class CsvAppender:
 
     def close(self) -> None:
         self._fh.close()
+
+
+def _upgrade_header(path: Path, columns: list[str]) -> list[str]:
+    """The columns to append to ``path`` with: ``columns``, then any of the file's own
+    it lacks; the file is rewritten (atomically) when its header is not that already."""
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, [])
+        rows = list(reader)
+    union = columns + [c for c in header if c not in columns]
+    if header == union:
+        return union
+    tmp = path.with_name(path.name + ".upgrading")
+    with open(tmp, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=union)
+        writer.writeheader()
+        for n, row in enumerate(rows, start=2):
+            if len(row) > len(header):
+                tmp.unlink()
+                raise ResultsError(f"{path}, line {n}: {len(row)} cells under a header of "
+                                   f"{len(header)}; not appending to it (nothing changed)")
+            writer.writerow(dict(zip(header, row, strict=False)))
+    tmp.replace(path)
+    return union
 
 
 def _cell(value: Any) -> Any:
