@@ -42,6 +42,18 @@ the measurement window):
   one clear minimum (ECMP is the reference for chance on the same traffic).
 - ``least_loaded_hops_frac``: the same over every contested choice point of every
   measured elephant (``hop_choices`` of them): equal to the above on a two-tier fabric.
+- The **bottleneck load** of a path at SYN time: the largest load (as above) of its
+  links.  A flow's **alternatives** are the shortest fabric paths from the first switch
+  of its path to the last (every equal-cost path between its two edge switches; four on
+  spineleaf:4,... and on ``threelayer``); its chosen path is the links it used.  The
+  choice is contested when the alternatives' bottleneck loads differ by more than
+  ``TIE_BYTES``, and the chosen path was the **least loaded path** when its bottleneck
+  load is at most the smallest plus ``TIE_BYTES``.  This judges the whole path, down
+  links included, where the choice points judge each hop's up ports alone: a first hop
+  that was idle leads to a busy path when the spine's link down to the destination is
+  busy.
+- ``least_loaded_path_frac``: among the measured elephants with a contested path choice
+  (``path_choices`` of them), the fraction that took the least loaded path.
 
 Flows are matched to the tap's entries by (source address, destination address, source
 port, the traffic agents' port): ``traced`` counts the measured elephants found, and a
@@ -72,17 +84,20 @@ FLOWPATHS_CSV = "flowpaths.csv"
 USE_SHARE = 0.01
 TIE_BYTES = 3000
 TCP = 6
-METRICS = ["eleph_shared_frac", "least_loaded_frac", "least_loaded_hops_frac", "elephants",
-           "traced", "choices", "hop_choices", "tap_lost"]
+METRICS = ["eleph_shared_frac", "least_loaded_frac", "least_loaded_hops_frac",
+           "least_loaded_path_frac", "elephants", "traced", "choices", "hop_choices",
+           "path_choices", "tap_lost"]
 COLUMNS = ["scheme", "load", "seed", *METRICS]
 PATH_COLUMNS = ["scheme", "load", "seed", "flow_id", "src", "dst", "sport", "size",
                 "status", "links", "link_bytes", "start", "end", "shared", "shared_with",
-                "choice_switch", "chosen_port", "port_loads", "least_loaded"]
+                "choice_switch", "chosen_port", "port_loads", "least_loaded",
+                "path_loads", "least_loaded_path"]
 LABELS = {"eleph_shared_frac": "elephants sharing a link", "least_loaded_frac":
           "least loaded 1st hop", "least_loaded_hops_frac": "least loaded, all hops",
           "elephants": "measured elephants", "traced": "  with a traced path",
+          "least_loaded_path_frac": "least loaded path",
           "choices": "  with a contested 1st hop", "hop_choices": "contested choice points",
-          "tap_lost": "tap packets lost"}
+          "path_choices": "  with a contested path", "tap_lost": "tap packets lost"}
 
 
 @dataclass(frozen=True)
@@ -234,28 +249,104 @@ def choices(path: FlowPath, ups: Mapping[str, Sequence[int]], timeline: Timeline
     return out
 
 
+def shortest_paths(fabric: Iterable[Link], src: str, dst: str) -> list[tuple[Link, ...]]:
+    """Every shortest directed path from switch ``src`` to switch ``dst`` over
+    ``fabric``'s links (none when ``dst`` is unreachable or is ``src``)."""
+    out_links: dict[str, list[Link]] = defaultdict(list)
+    for link in fabric:
+        out_links[link.src].append(link)
+    dist = {src: 0}
+    frontier = [src]
+    while frontier and dst not in dist:
+        nxt = []
+        for sw in frontier:
+            for link in out_links[sw]:
+                if link.dst not in dist:
+                    dist[link.dst] = dist[sw] + 1
+                    nxt.append(link.dst)
+        frontier = nxt
+    if src == dst or dst not in dist:
+        return []
+
+    def walk(sw: str) -> list[tuple[Link, ...]]:
+        if sw == dst:
+            return [()]
+        return [(link, *rest) for link in out_links[sw]
+                if dist.get(link.dst) == dist[sw] + 1 and (
+                    link.dst == dst or dist[link.dst] < dist[dst])
+                for rest in walk(link.dst)]
+    return walk(src)
+
+
+@dataclass(frozen=True)
+class PathChoice:
+    """A flow's path against its alternatives, by bottleneck load at SYN time."""
+
+    chosen: int  # the chosen path's bottleneck load
+    alternatives: tuple[int, ...]  # each shortest path's bottleneck load
+
+    @property
+    def contested(self) -> bool:
+        return max(self.alternatives) - min(self.alternatives) > TIE_BYTES
+
+    @property
+    def least_loaded(self) -> bool:
+        return self.chosen <= min(self.alternatives) + TIE_BYTES
+
+
+def path_choice(path: FlowPath, fabric: Sequence[Link], timeline: Timeline
+                ) -> PathChoice | None:
+    """The flow's path choice (None: no load sample before its SYN, no unique edge
+    switches at its ends, or fewer than two alternatives)."""
+    loads = timeline.load_before(path.seen_ns)
+    if loads is None:
+        return None
+    used = [h.link for h in path.hops]
+    starts = {lk.src for lk in used} - {lk.dst for lk in used}
+    ends = {lk.dst for lk in used} - {lk.src for lk in used}
+    if len(starts) != 1 or len(ends) != 1:
+        return None
+    candidates = shortest_paths(fabric, starts.pop(), ends.pop())
+    if len(candidates) < 2:
+        return None
+
+    def bottleneck(links: Iterable[Link]) -> int | None:
+        values = [loads.get((lk.src, lk.src_port)) for lk in links]
+        return None if None in values else max(v for v in values if v is not None)
+    chosen = bottleneck(used)
+    alternatives = [bottleneck(c) for c in candidates]
+    if chosen is None or None in alternatives:
+        return None
+    return PathChoice(chosen, tuple(a for a in alternatives if a is not None))
+
+
 def _frac(hits: int, n: int) -> float:
     return hits / n if n else math.nan
 
 
 def analyze(rows: Sequence[Mapping[str, Any]], keys: Mapping[Any, FlowKey],
             paths: Mapping[FlowKey, FlowPath], ups: Mapping[str, Sequence[int]],
-            timeline: Timeline, offset_ns: int = 0, lost: int | None = None
-            ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            timeline: Timeline, offset_ns: int = 0, lost: int | None = None,
+            fabric: Sequence[Link] = ()) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The run's diagnosis figures and flowpaths rows.  ``rows``: the run's flows.csv
     rows; ``keys``: flow_id -> its data-direction 4-tuple; ``offset_ns``: added to the
-    tap's CLOCK_MONOTONIC stamps to give flows.csv's time base (ns since the run's T0)."""
+    tap's CLOCK_MONOTONIC stamps to give flows.csv's time base (ns since the run's T0);
+    ``fabric``: every directed fabric link (the path choices' alternatives)."""
     by_id = {r["flow_id"]: r for r in rows}
     elephants = [r["flow_id"] for r in rows if r.get("class") == "elephant"]
     measured = [f for f in elephants if by_id[f].get("measured") in (True, 1, "1", "True", "true")]
     fpaths = {f: paths[keys[f]] for f in elephants if f in keys and keys[f] in paths}
     shared = shared_with(fpaths, measured, elephants)
-    first_hits = first_n = hop_hits = hop_n = 0
+    first_hits = first_n = hop_hits = hop_n = path_hits = path_n = 0
     out_rows = []
     for f in measured:
         r = by_id[f]
         path = fpaths.get(f)
         picks = choices(path, ups, timeline) if path is not None else []
+        whole = path_choice(path, fabric, timeline) if path is not None else None
+        if whole is not None and whole.contested:
+            path_n += 1
+            path_hits += whole.least_loaded
         contested = [c for c in picks if c.contested]
         hop_n += len(contested)
         hop_hits += sum(c.least_loaded for c in contested)
@@ -277,12 +368,18 @@ def analyze(rows: Sequence[Mapping[str, Any]], keys: Mapping[Any, FlowKey],
             "port_loads": " ".join(f"{p}:{b}" for p, b in sorted(first.loads.items()))
             if first else "",
             "least_loaded": (first.least_loaded if first.contested else None)
-            if first else None})
+            if first else None,
+            # the chosen path's bottleneck load, then each alternative's, smallest first
+            "path_loads": f"{whole.chosen} of " + " ".join(map(str, sorted(
+                whole.alternatives))) if whole else "",
+            "least_loaded_path": (whole.least_loaded if whole.contested else None)
+            if whole else None})
     traced = sum(1 for f in measured if f in fpaths)
     figures = {"elephants": len(measured), "traced": traced,
                "eleph_shared_frac": _frac(sum(1 for f in measured if shared.get(f)), traced),
                "choices": first_n, "least_loaded_frac": _frac(first_hits, first_n),
                "hop_choices": hop_n, "least_loaded_hops_frac": _frac(hop_hits, hop_n),
+               "path_choices": path_n, "least_loaded_path_frac": _frac(path_hits, path_n),
                "tap_lost": lost}
     return figures, out_rows
 
@@ -308,7 +405,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None) -> list[S
 
 # fraction column -> the run column counting its denominator
 POOLED = {"eleph_shared_frac": "traced", "least_loaded_frac": "choices",
-          "least_loaded_hops_frac": "hop_choices"}
+          "least_loaded_hops_frac": "hop_choices", "least_loaded_path_frac": "path_choices"}
 
 
 def wilson(hits: float, n: float, z: float = 1.96) -> tuple[float, float]:

@@ -893,7 +893,7 @@ def _flowdiag_rows(state: _State, net: Any, scheme: str, value: float, seed: int
         rows, flowdiag.flow_keys(rows, ips, state.spec.agent.port), paths,
         pathdiag.topology_ups(net), line,
         int(tapped.get("wall_minus_mono_ns", 0)) - round(wall_start * 1e9),
-        int((tapped.get("stats") or {}).get("lost", 0)))
+        int((tapped.get("stats") or {}).get("lost", 0)), list(links.values()))
     key = {"scheme": scheme, "load": value, "seed": seed}
     if state.flowdiag_csv is not None:
         state.flowdiag_csv.write([{**key, **figures}])

@@ -99,7 +99,8 @@ def _timeline() -> Timeline:
     return Timeline([0, 200, 400, 600], {
         ("s3", 1): [0, 100_000, 100_000, 300_000],  # intervals: 100000, 0, 200000
         ("s3", 2): [0, 0, 50_000, 50_000],          # intervals: 0, 50000, 0
-        ("s4", 1): [0, 0, 0, 0], ("s4", 2): [0, 0, 0, 0]})
+        ("s4", 1): [0, 0, 0, 0], ("s4", 2): [0, 0, 0, 0],
+        ("s1", 2): [0, 0, 0, 0], ("s2", 2): [0, 0, 0, 0]})  # the spines' links down to s4
 
 
 def test_load_before_is_the_last_complete_interval() -> None:
@@ -166,6 +167,46 @@ def test_every_choice_point_of_a_three_layer_path() -> None:
     assert not picks[1].least_loaded
 
 
+def test_the_alternatives_are_every_shortest_path_between_the_edges() -> None:
+    fabric = list(LINKS.values())
+    assert sorted(flowdiag.shortest_paths(fabric, "s3", "s4"), key=str) == sorted(
+        [(UP_S1, DOWN_S1), (UP_S2, DOWN_S2)], key=str)
+    assert flowdiag.shortest_paths(fabric, "s4", "s3") == []  # no link back up here
+    assert flowdiag.shortest_paths(fabric, "s3", "s3") == []
+    topo = parse_topology("threelayer:2,2,1,1")
+    links = [lk for t in topo.links for lk in (Link(t.a, t.a_port, t.b, t.b_port),
+                                              Link(t.b, t.b_port, t.a, t.a_port))]
+    racks = sorted(s.name for s in topo.switches if s.tier == "rack")
+    hosts_pod = {s.name: s.pod for s in topo.switches}
+    same_pod = [r for r in racks[1:] if hosts_pod[r] == hosts_pod[racks[0]]]
+    other_pod = [r for r in racks if hosts_pod[r] != hosts_pod[racks[0]]]
+    # 4 planes: 4 disjoint paths, 2 links inside a pod, 4 between pods
+    assert [len(p) for p in flowdiag.shortest_paths(links, racks[0], same_pod[0])] == [2] * 4
+    between = flowdiag.shortest_paths(links, racks[0], other_pod[0])
+    assert [len(p) for p in between] == [4] * 4
+    assert len({lk for p in between for lk in p}) == 16
+
+
+def test_the_least_loaded_path_is_judged_by_its_busiest_link() -> None:
+    """An idle first hop can lead to a busy path: the spine's link down to the
+    destination is part of the choice."""
+    line = Timeline([0, 200], {("s3", 1): [0, 0], ("s3", 2): [0, 50_000],
+                               ("s1", 2): [0, 200_000], ("s2", 2): [0, 0]})
+    via_s1 = _path((UP_S1, 300, 900), (DOWN_S1, 301, 901))
+    [first] = flowdiag.choices(via_s1, UPS, line)
+    assert first.contested and first.least_loaded
+    whole = flowdiag.path_choice(via_s1, list(LINKS.values()), line)
+    assert whole == flowdiag.PathChoice(200_000, (200_000, 50_000))
+    assert whole.contested and not whole.least_loaded
+    via_s2 = _path((UP_S2, 300, 900), (DOWN_S2, 301, 901))
+    whole = flowdiag.path_choice(via_s2, list(LINKS.values()), line)
+    assert whole is not None and whole.least_loaded
+    # no sample before the SYN, or a path with no alternative: no choice to judge
+    assert flowdiag.path_choice(_path((UP_S1, 100, 900), (DOWN_S1, 101, 901)),
+                                list(LINKS.values()), line) is None
+    assert flowdiag.path_choice(via_s1, [UP_S1, DOWN_S1], line) is None
+
+
 def test_run_figures_and_rows_by_hand() -> None:
     line = _timeline()
     paths = {
@@ -185,18 +226,21 @@ def test_run_figures_and_rows_by_hand() -> None:
     keys = flowdiag.flow_keys(rows, {"h1": "10.0.0.1", "h2": "10.0.1.1"}, 5001)
     assert keys[1] == ("10.0.0.1", "10.0.1.1", 30001, 5001) and len(keys) == 5
     figures, out = flowdiag.analyze(rows, keys, paths, UPS, line, offset_ns=10**9,
-                                    lost=0)
+                                    lost=0, fabric=list(LINKS.values()))
     # measured elephants: 1, 2, 5; traced: 1, 2.  2 overlaps 3 on s1 links (500..700);
     # 1 is alone on s2 (the mouse does not count).  Choices at SYN 300: 1 took the idle
-    # port (least loaded), 2 the busy one.
+    # port (least loaded), 2 the busy one; the same for their whole paths.
     assert figures == {"elephants": 3, "traced": 2, "eleph_shared_frac": 0.5,
                        "choices": 2, "least_loaded_frac": 0.5, "hop_choices": 2,
-                       "least_loaded_hops_frac": 0.5, "tap_lost": 0}
+                       "least_loaded_hops_frac": 0.5, "path_choices": 2,
+                       "least_loaded_path_frac": 0.5, "tap_lost": 0}
     by = {r["flow_id"]: r for r in out}
     assert sorted(by) == [1, 2, 5]
     assert by[1]["links"] == "s3:2>s2:1 s2:2>s4:2" and by[1]["shared"] is False
     assert by[2]["shared_with"] == "3" and by[2]["least_loaded"] is False
     assert by[1]["port_loads"] == "1:100000 2:0" and by[1]["least_loaded"] is True
+    assert by[1]["path_loads"] == "0 of 0 100000" and by[1]["least_loaded_path"] is True
+    assert by[2]["path_loads"] == "100000 of 0 100000" and by[2]["least_loaded_path"] is False
     assert by[1]["start"] == pytest.approx(1.0000003) and by[1]["end"] == pytest.approx(
         1.000000901)
     assert by[5]["links"] == "" and by[5]["shared"] is None
