@@ -22,6 +22,13 @@ the measurement window):
   run (measured or not) was active on that link (the two intervals overlap by more than
   zero).  Under ECMP with n equal paths and k concurrent elephants this is what hash
   collisions give; a scheme that spreads elephants well drives it down.
+- ``eleph_contention``: per measured elephant with a path, for each link of its path the
+  number of other elephants of the run active on that link, averaged over its own
+  activity there (the sum of their overlaps divided by its span); its **contention** is
+  the largest over its links, the mean of those is the run's figure.  Where "shared"
+  counts any overlap, this weighs how many for how long: an elephant alone on its
+  bottleneck for its whole life has 0, one sharing it with one other throughout has 1
+  (and about half the link).
 - A **choice point** of a flow: a link of its path that leaves a switch with two or
   more up ports (ports towards switches farther from every host, ``pathdiag.up_ports``)
   through one of them; the alternatives are that switch's up ports.  The **first**
@@ -84,15 +91,17 @@ FLOWPATHS_CSV = "flowpaths.csv"
 USE_SHARE = 0.01
 TIE_BYTES = 3000
 TCP = 6
-METRICS = ["eleph_shared_frac", "least_loaded_frac", "least_loaded_hops_frac",
+METRICS = ["eleph_shared_frac", "eleph_contention", "least_loaded_frac", "least_loaded_hops_frac",
            "least_loaded_path_frac", "elephants", "traced", "choices", "hop_choices",
            "path_choices", "tap_lost"]
 COLUMNS = ["scheme", "load", "seed", *METRICS]
 PATH_COLUMNS = ["scheme", "load", "seed", "flow_id", "src", "dst", "sport", "size",
                 "status", "links", "link_bytes", "start", "end", "shared", "shared_with",
+                "contention",
                 "choice_switch", "chosen_port", "port_loads", "least_loaded",
                 "path_loads", "least_loaded_path"]
-LABELS = {"eleph_shared_frac": "elephants sharing a link", "least_loaded_frac":
+LABELS = {"eleph_shared_frac": "elephants sharing a link",
+          "eleph_contention": "other elephants on its link", "least_loaded_frac":
           "least loaded 1st hop", "least_loaded_hops_frac": "least loaded, all hops",
           "elephants": "measured elephants", "traced": "  with a traced path",
           "least_loaded_path_frac": "least loaded path",
@@ -182,6 +191,32 @@ def shared_with(paths: Mapping[Any, FlowPath], who: Iterable[Any], others: Itera
                 if other != fid and max(first, h.first_ns) < min(last, h.last_ns):
                     hits.append(other)
         out[fid] = sorted(set(hits), key=str)
+    return out
+
+
+def contention(paths: Mapping[Any, FlowPath], who: Iterable[Any], others: Iterable[Any]
+               ) -> dict[Any, float]:
+    """For each flow in ``who``: the largest, over the links of its path, of the number
+    of flows of ``others`` (itself excluded) active on the link, averaged over its own
+    activity there."""
+    active: dict[Link, list[tuple[Any, int, int]]] = defaultdict(list)
+    for fid in others:
+        if fid in paths:
+            for h in paths[fid].hops:
+                active[h.link].append((fid, h.first_ns, h.last_ns))
+    out: dict[Any, float] = {}
+    for fid in who:
+        if fid not in paths:
+            continue
+        worst = 0.0
+        for h in paths[fid].hops:
+            span = h.last_ns - h.first_ns
+            if span <= 0:
+                continue
+            overlap = sum(max(0, min(last, h.last_ns) - max(first, h.first_ns))
+                          for other, first, last in active.get(h.link, []) if other != fid)
+            worst = max(worst, overlap / span)
+        out[fid] = worst
     return out
 
 
@@ -337,6 +372,7 @@ def analyze(rows: Sequence[Mapping[str, Any]], keys: Mapping[Any, FlowKey],
     measured = [f for f in elephants if by_id[f].get("measured") in (True, 1, "1", "True", "true")]
     fpaths = {f: paths[keys[f]] for f in elephants if f in keys and keys[f] in paths}
     shared = shared_with(fpaths, measured, elephants)
+    crowd = contention(fpaths, measured, elephants)
     first_hits = first_n = hop_hits = hop_n = path_hits = path_n = 0
     out_rows = []
     for f in measured:
@@ -363,6 +399,7 @@ def analyze(rows: Sequence[Mapping[str, Any]], keys: Mapping[Any, FlowKey],
             "end": round((path.end_ns + offset_ns) / 1e9, 6) if path else None,
             "shared": bool(shared.get(f)) if path else None,
             "shared_with": " ".join(map(str, shared.get(f, []))),
+            "contention": round(crowd[f], 3) if f in crowd else None,
             "choice_switch": first.switch if first else "",
             "chosen_port": first.chosen if first else None,
             "port_loads": " ".join(f"{p}:{b}" for p, b in sorted(first.loads.items()))
@@ -377,6 +414,7 @@ def analyze(rows: Sequence[Mapping[str, Any]], keys: Mapping[Any, FlowKey],
     traced = sum(1 for f in measured if f in fpaths)
     figures = {"elephants": len(measured), "traced": traced,
                "eleph_shared_frac": _frac(sum(1 for f in measured if shared.get(f)), traced),
+               "eleph_contention": sum(crowd.values()) / len(crowd) if crowd else math.nan,
                "choices": first_n, "least_loaded_frac": _frac(first_hits, first_n),
                "hop_choices": hop_n, "least_loaded_hops_frac": _frac(hop_hits, hop_n),
                "path_choices": path_n, "least_loaded_path_frac": _frac(path_hits, path_n),

@@ -94,6 +94,20 @@ def test_sharing_needs_a_common_link_at_a_common_time() -> None:
     assert flowdiag.shared_with(paths, ["zz"], paths) == {}
 
 
+def test_contention_weighs_how_many_elephants_for_how_long() -> None:
+    paths = {
+        "a": _path((UP_S1, 0, 100), (DOWN_S1, 0, 100)),
+        "b": _path((UP_S1, 50, 100), (DOWN_S1, 50, 100)),    # half of a's time, both links
+        "c": _path((UP_S1, 0, 100), (DOWN_S1, 0, 100)),      # all of a's time
+        "d": _path((UP_S2, 0, 100), (DOWN_S2, 0, 100)),      # other links: alone
+        "e": _path((UP_S2, 100, 200)),                        # touches d at 100: no overlap
+    }
+    crowd = flowdiag.contention(paths, ["a", "b", "d", "e", "zz"], paths)
+    assert crowd == {"a": 1.5, "b": 2.0, "d": 0.0, "e": 0.0}
+    # only elephants in ``others`` count
+    assert flowdiag.contention(paths, ["a"], ["a", "b"]) == {"a": 0.5}
+
+
 def _timeline() -> Timeline:
     # s3's uplinks and s4's (no flow goes up from s4 here); samples every 200 ns.
     return Timeline([0, 200, 400, 600], {
@@ -230,7 +244,9 @@ def test_run_figures_and_rows_by_hand() -> None:
     # measured elephants: 1, 2, 5; traced: 1, 2.  2 overlaps 3 on s1 links (500..700);
     # 1 is alone on s2 (the mouse does not count).  Choices at SYN 300: 1 took the idle
     # port (least loaded), 2 the busy one; the same for their whole paths.
+    # 2 shares its s1 links with 3 for 200 of its 400 ns: contention 0.5; 1 is alone.
     assert figures == {"elephants": 3, "traced": 2, "eleph_shared_frac": 0.5,
+                       "eleph_contention": 0.25,
                        "choices": 2, "least_loaded_frac": 0.5, "hop_choices": 2,
                        "least_loaded_hops_frac": 0.5, "path_choices": 2,
                        "least_loaded_path_frac": 0.5, "tap_lost": 0}
@@ -238,6 +254,8 @@ def test_run_figures_and_rows_by_hand() -> None:
     assert sorted(by) == [1, 2, 5]
     assert by[1]["links"] == "s3:2>s2:1 s2:2>s4:2" and by[1]["shared"] is False
     assert by[2]["shared_with"] == "3" and by[2]["least_loaded"] is False
+    assert by[2]["contention"] == 0.5 and by[1]["contention"] == 0.0
+    assert by[5]["contention"] is None
     assert by[1]["port_loads"] == "1:100000 2:0" and by[1]["least_loaded"] is True
     assert by[1]["path_loads"] == "0 of 0 100000" and by[1]["least_loaded_path"] is True
     assert by[2]["path_loads"] == "100000 of 0 100000" and by[2]["least_loaded_path"] is False
