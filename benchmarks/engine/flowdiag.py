@@ -91,17 +91,16 @@ FLOWPATHS_CSV = "flowpaths.csv"
 USE_SHARE = 0.01
 TIE_BYTES = 3000
 TCP = 6
-METRICS = ["eleph_shared_frac", "eleph_contention", "least_loaded_frac", "least_loaded_hops_frac",
-           "least_loaded_path_frac", "elephants", "traced", "choices", "hop_choices",
-           "path_choices", "tap_lost"]
+METRICS = ["eleph_shared_frac", "eleph_contention", "least_loaded_frac",
+           "least_loaded_hops_frac", "least_loaded_path_frac", "elephants", "traced",
+           "choices", "hop_choices", "path_choices", "tap_lost"]
 COLUMNS = ["scheme", "load", "seed", *METRICS]
 PATH_COLUMNS = ["scheme", "load", "seed", "flow_id", "src", "dst", "sport", "size",
                 "status", "links", "link_bytes", "start", "end", "shared", "shared_with",
-                "contention",
-                "choice_switch", "chosen_port", "port_loads", "least_loaded",
+                "contention", "choice_switch", "chosen_port", "port_loads", "least_loaded",
                 "path_loads", "least_loaded_path"]
 LABELS = {"eleph_shared_frac": "elephants sharing a link",
-          "eleph_contention": "other elephants on its link", "least_loaded_frac":
+          "eleph_contention": "other elephants, most crowded link", "least_loaded_frac":
           "least loaded 1st hop", "least_loaded_hops_frac": "least loaded, all hops",
           "elephants": "measured elephants", "traced": "  with a traced path",
           "least_loaded_path_frac": "least loaded path",
