@@ -171,25 +171,37 @@ def flow_paths(entries: Iterable[Mapping[str, Any]], links: Mapping[str, Link],
     return out
 
 
+def _on_links(paths: Mapping[Any, FlowPath], flows: Iterable[Any]
+              ) -> dict[Link, list[tuple[Any, int, int]]]:
+    """Per link: the ``flows`` (those with a path) active on it, with their interval."""
+    active: dict[Link, list[tuple[Any, int, int]]] = defaultdict(list)
+    for fid in flows:
+        if fid in paths:
+            for h in paths[fid].hops:
+                active[h.link].append((fid, h.first_ns, h.last_ns))
+    return active
+
+
+def _overlaps(fid: Any, hop: Hop, active: Mapping[Link, list[tuple[Any, int, int]]]
+              ) -> Iterable[tuple[Any, int]]:
+    """The other flows on ``hop``'s link, each with how long (ns) it was active there
+    while ``fid`` was (zero or less: not at the same time)."""
+    for other, first, last in active.get(hop.link, []):
+        if other != fid:
+            yield other, min(last, hop.last_ns) - max(first, hop.first_ns)
+
+
 def shared_with(paths: Mapping[Any, FlowPath], who: Iterable[Any], others: Iterable[Any]
                 ) -> dict[Any, list[Any]]:
     """For each flow in ``who``: the flows of ``others`` (itself excluded) that were active
     on a common link at the same time (intervals overlapping by more than zero)."""
-    active: dict[Link, list[tuple[Any, int, int]]] = defaultdict(list)
-    for fid in others:
-        if fid in paths:
-            for h in paths[fid].hops:
-                active[h.link].append((fid, h.first_ns, h.last_ns))
+    active = _on_links(paths, others)
     out: dict[Any, list[Any]] = {}
     for fid in who:
-        if fid not in paths:
-            continue
-        hits = []
-        for h in paths[fid].hops:
-            for other, first, last in active.get(h.link, []):
-                if other != fid and max(first, h.first_ns) < min(last, h.last_ns):
-                    hits.append(other)
-        out[fid] = sorted(set(hits), key=str)
+        if fid in paths:
+            hits = {other for h in paths[fid].hops
+                    for other, overlap in _overlaps(fid, h, active) if overlap > 0}
+            out[fid] = sorted(hits, key=str)
     return out
 
 
@@ -198,24 +210,13 @@ def contention(paths: Mapping[Any, FlowPath], who: Iterable[Any], others: Iterab
     """For each flow in ``who``: the largest, over the links of its path, of the number
     of flows of ``others`` (itself excluded) active on the link, averaged over its own
     activity there."""
-    active: dict[Link, list[tuple[Any, int, int]]] = defaultdict(list)
-    for fid in others:
-        if fid in paths:
-            for h in paths[fid].hops:
-                active[h.link].append((fid, h.first_ns, h.last_ns))
+    active = _on_links(paths, others)
     out: dict[Any, float] = {}
     for fid in who:
-        if fid not in paths:
-            continue
-        worst = 0.0
-        for h in paths[fid].hops:
-            span = h.last_ns - h.first_ns
-            if span <= 0:
-                continue
-            overlap = sum(max(0, min(last, h.last_ns) - max(first, h.first_ns))
-                          for other, first, last in active.get(h.link, []) if other != fid)
-            worst = max(worst, overlap / span)
-        out[fid] = worst
+        if fid in paths:
+            out[fid] = max((sum(max(0, overlap) for _, overlap in _overlaps(fid, h, active))
+                            / (h.last_ns - h.first_ns)
+                            for h in paths[fid].hops if h.last_ns > h.first_ns), default=0.0)
     return out
 
 

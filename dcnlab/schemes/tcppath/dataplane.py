@@ -162,6 +162,7 @@ COUNT_PENDING = 5  # packets sent on the default routes while their exploration 
 COUNT_CONFIRM = 6  # packets that confirmed (learned per-flow entries) here
 COUNT_BOUNCE = 7  # packets whose lock pointed back to their in-port: not confirmed
 COUNT_DEAD_END = 8  # copies dropped on entry at an edge none of whose hosts they are for
+RECEIVED = (COUNT_COPY_IN, COUNT_DEAD_END)  # every copy a switch received is one of these
 
 # Registers (pipeline metadata, zero when a packet enters table 0).
 REG_LOCK = "reg1"  # lock port (16 bits) found in LOCK
@@ -594,9 +595,8 @@ class DataplaneView:
 
     def copies_in(self) -> dict[int, int]:
         """Exploration copies received per switch, explored or dropped on entry."""
-        kinds = (COUNT_COPY_IN, COUNT_DEAD_END)
-        return {d: sum(c.get(k, (0, 0))[0] for k in kinds) for d, c in self.counts.items()
-                if any(k in c for k in kinds)}
+        return {d: sum(c.get(k, (0, 0))[0] for k in RECEIVED) for d, c in self.counts.items()
+                if any(k in c for k in RECEIVED)}
 
     def totals(self) -> dict[str, int]:
         """Counters summed over the switches (their packet counts, as last polled)."""
@@ -604,14 +604,13 @@ class DataplaneView:
             p = sum(c.get(kind, (0, 0))[0] for c in self.counts.values())
             b = sum(c.get(kind, (0, 0))[1] for c in self.counts.values())
             return p, b
-        explored, explored_bytes = total(COUNT_COPY_IN)
-        dead_end, dead_end_bytes = total(COUNT_DEAD_END)
-        copies, copy_bytes = explored + dead_end, explored_bytes + dead_end_bytes
+        copies = sum(total(k)[0] for k in RECEIVED)
+        copy_bytes = sum(total(k)[1] for k in RECEIVED)
         return {"tcppath_explorations": total(COUNT_EXPLORE)[0],
                 "tcppath_copies_received": copies,
                 "tcppath_copy_first": total(COUNT_FIRST)[0],
                 "tcppath_copy_late": total(COUNT_LATE)[0],
-                "tcppath_copy_dead_end": dead_end,
+                "tcppath_copy_dead_end": total(COUNT_DEAD_END)[0],
                 "tcppath_pending_default": total(COUNT_PENDING)[0],
                 "tcppath_confirm_packets": total(COUNT_CONFIRM)[0],
                 "tcppath_confirm_bounced": total(COUNT_BOUNCE)[0],
