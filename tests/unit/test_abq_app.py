@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-abq = pytest.importorskip("dcnlab.apps.abq")
+from dcnlab.apps import abq
 
 
 def test_body_layout() -> None:
