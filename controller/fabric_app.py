@@ -59,6 +59,11 @@ MAX_WARNINGS = 20
 # still be an undiscovered fabric port, so ARP is neither learned from nor probed for.
 DISCOVERY_SETTLE = 3.0
 PROBE_INTERVAL = 1.0  # at most one probe per target address per interval
+# An ARP answer waits until every switch has confirmed (barrier reply) the entries pushed
+# before it, so the first packet a host sends after it finds its route everywhere
+# (discovery mode: the answer follows the push for a newly located host).  A switch that
+# never answers does not hold answers back longer than this.
+HOLD_MAX = 2.0  # s
 
 
 def _text(value: Any) -> str:
@@ -101,6 +106,8 @@ class FabricApp(app_manager.RyuApp):
         self.installed: dict[int, SwitchRules] = {}
         self.synced: set[int] = set()
         self.barriers: dict[int, int] = {}  # dpid -> xid of the barrier ending a resync
+        self.change_barriers: dict[int, int] = {}  # dpid -> xid ending the latest push
+        self._held: list[tuple[int, int, bytes]] = []  # ARP answers: dpid, port, frame
         self.port_stats: dict[int, dict[int, dict[str, int]]] = {}
         self.descriptions: dict[int, str] = {}
         self.counters: Counter[str] = Counter()
@@ -143,6 +150,8 @@ class FabricApp(app_manager.RyuApp):
                 dp.send_msg(msg)
             self.counters["messages"] += len(msgs)
             self.installed[dpid] = new
+            if msgs:
+                self.change_barriers[dpid] = self._send_barrier(dp)
         self._dirty = True
 
     def resync(self, dp: Any) -> None:
@@ -159,10 +168,14 @@ class FabricApp(app_manager.RyuApp):
             dp.send_msg(msg)
         self.counters["messages"] += len(msgs)
         self.installed[dpid] = rules
+        self.barriers[dpid] = self._send_barrier(dp)
+
+    @staticmethod
+    def _send_barrier(dp: Any) -> int:
         barrier = dp.ofproto_parser.OFPBarrierRequest(dp)
         dp.set_xid(barrier)
-        self.barriers[dpid] = barrier.xid
         dp.send_msg(barrier)
+        return barrier.xid
 
     def switch_described(self, dp: Any, mfr: str, hw: str, sw: str) -> None:
         """Hook: a switch told what it is (OFPMP_DESC).  Apps may adapt to it."""
@@ -255,19 +268,24 @@ class FabricApp(app_manager.RyuApp):
         del self.datapaths[dp.id]
         self.synced.discard(dp.id)
         self.barriers.pop(dp.id, None)
+        self.change_barriers.pop(dp.id, None)
         self.installed.pop(dp.id, None)
         self.logger.info("switch %#x disconnected", dp.id)
+        self._release_held()
         self._dirty = True
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier(self, ev: Any) -> None:
         dpid = ev.msg.datapath.id
+        if self.change_barriers.get(dpid) == ev.msg.xid:
+            del self.change_barriers[dpid]
         if self.barriers.get(dpid) == ev.msg.xid:
             del self.barriers[dpid]
             self.synced.add(dpid)
             self._dirty = True
             if self.ready:
                 self.logger.info("all %d switches have their entries", len(self.synced))
+        self._release_held()
 
     @set_ev_cls(ofp_event.EventOFPDescStatsReply, MAIN_DISPATCHER)
     def _desc(self, ev: Any) -> None:
@@ -381,7 +399,7 @@ class FabricApp(app_manager.RyuApp):
             # A reply to one of our probes: hand it to the asker.
             asker = self.view.host_by_ip(packet.dst_ip)
             if asker is not None and asker.mac == packet.eth_dst:
-                self._send(asker.dpid, asker.port, arp.reply(
+                self._send_when_installed(asker.dpid, asker.port, arp.reply(
                     arp.ArpPacket(arp.arp.ARP_REQUEST, asker.mac, asker.ip, arp.ZERO_MAC,
                                   packet.src_ip, asker.mac, arp.BROADCAST),
                     packet.src_mac))
@@ -389,7 +407,7 @@ class FabricApp(app_manager.RyuApp):
             return
         target = self.view.host_by_ip(packet.dst_ip)
         if target is not None:
-            self._send(dp.id, in_port, arp.reply(packet, target.mac))
+            self._send_when_installed(dp.id, in_port, arp.reply(packet, target.mac))
             self.counters["arp_replied"] += 1
             return
         self._probe(packet, (dp.id, in_port))
@@ -424,6 +442,32 @@ class FabricApp(app_manager.RyuApp):
                 if port not in fabric and (dpid, port) != origin:
                     self._send(dpid, port, frame)
         self.counters["arp_probed"] += 1
+
+    def _send_when_installed(self, dpid: int, port: int, frame: bytes) -> None:
+        """Send an ARP answer once every switch has confirmed the entries pushed so far:
+        the asker's next packet goes to a host that may have been located just now, and
+        must not overtake the routes to it."""
+        if not (self.barriers or self.change_barriers):
+            self._send(dpid, port, frame)
+            return
+        if not self._held:
+            hub.spawn_after(HOLD_MAX, self._release_held, True)
+        self._held.append((dpid, port, frame))
+        self.counters["arp_held"] += 1
+
+    def _release_held(self, timed_out: bool = False) -> None:
+        """Send the held answers once no barrier is outstanding (or, from the timer
+        started by the first of them, ``HOLD_MAX`` later: a switch that never answers
+        must not silence ARP)."""
+        if not self._held:
+            return
+        if self.barriers or self.change_barriers:
+            if not timed_out:
+                return
+            self.counters["arp_held_timeout"] += 1
+        held, self._held = self._held, []
+        for dpid, port, frame in held:
+            self._send(dpid, port, frame)
 
     def _send(self, dpid: int, port: int, frame: bytes) -> None:
         dp = self.datapaths.get(dpid)
