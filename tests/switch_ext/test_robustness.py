@@ -84,15 +84,67 @@ def test_errors_keep_switch_running_and_reconnect(line, switch_binary, fake, tmp
     assert xid == 7 and buf[8:] == b"alive"
     assert sw.poll() is None
 
-    # Controller goes away: the switch comes back by itself.
+    # Controller goes away: the switch comes back by itself (the fake's accept() gives
+    # up after 15 s; how long the switch waits is test_reconnect_backoff_...'s subject).
     fake.close()
-    t0 = time.monotonic()
     fake.handshake()
-    # Reconnects by itself; the backoff is capped at 4 s (--max-backoff-ms), the bound is
-    # generous so that a loaded machine's scheduling never fails it.
-    assert time.monotonic() - t0 < 30
     fake.send(ofp.OFPT_BARRIER_REQUEST, 8)
     assert fake.recv_type(ofp.OFPT_BARRIER_REPLY)[0] == 8
+
+
+# The switch's reconnect backoff (switch_ext/src/conn.rs, Backoff): 100 ms after the first
+# loss, doubling after every failed attempt up to --max-backoff-ms (default 4000, at least
+# 100), back to 100 ms after a good handshake.  Attempts are made on the switch's 100 ms
+# housekeeping tick (switch.rs, TICK_NS), so an attempt comes between its delay and one
+# tick later, plus whatever the scheduler adds.
+BACKOFF_CAP_MS = 300
+BACKOFF_FIRST_MS = 100
+# Room above the cap for the tick and a loaded 2-core machine's scheduling.  Without the
+# cap the 5th gap would be 1600 ms and the 6th 3200 ms, both beyond the cap plus this.
+BACKOFF_SLACK_MS = 1000
+
+
+def _refused_attempts(fake: FakeController, n: int) -> list[float]:
+    """Accept ``n`` connection attempts of the switch and hang up on each at once (no
+    hello back: the handshake never completes, so the backoff is never reset); the
+    time.monotonic() of each accept."""
+    times = []
+    for _ in range(n):
+        conn, _ = fake.srv.accept()  # the fake's 15 s timeout: an attempt must come
+        times.append(time.monotonic())
+        conn.close()
+    return times
+
+
+def test_reconnect_backoff_doubles_up_to_its_cap_and_stays_there(
+        line, switch_binary, fake, tmp_path):
+    """The gaps between the switch's connection attempts grow 100, 200, ... ms up to
+    --max-backoff-ms and never beyond it (beyond it plus a tick and scheduling)."""
+    line.start_switch(
+        switch_binary,
+        args=["--controller", f"tcp:127.0.0.1:{fake.port}",
+              "--max-backoff-ms", str(BACKOFF_CAP_MS)],
+        log_path=str(tmp_path / "switch.log"),
+    )
+    fake.handshake()  # a good handshake: the backoff starts from 100 ms again
+    fake.send(ofp.OFPT_BARRIER_REQUEST, 1)
+    assert fake.recv_type(ofp.OFPT_BARRIER_REPLY)[0] == 1
+    lost = time.monotonic()  # before the switch can see the loss
+    fake.close()
+    attempts = _refused_attempts(fake, 8)
+    gaps_ms = [1e3 * (b - a) for a, b in zip([lost, *attempts], attempts, strict=False)]
+    # The delay the switch waits before each attempt, by hand: 100, 200, then the cap.
+    delays_ms = [min(BACKOFF_FIRST_MS * 2 ** k, BACKOFF_CAP_MS) for k in range(len(gaps_ms))]
+    assert delays_ms == [100, 200, 300, 300, 300, 300, 300, 300]
+    # Never early: each gap starts before the switch saw the previous loss and ends after
+    # its next attempt, so it holds the whole delay (no scheduling can shorten it).
+    assert all(g >= d for g, d in zip(gaps_ms, delays_ms, strict=True)), gaps_ms
+    # Never beyond the cap: once reached, the delay stops growing.
+    assert max(gaps_ms) < BACKOFF_CAP_MS + BACKOFF_SLACK_MS, gaps_ms
+    # And after all that it still connects by itself.
+    fake.handshake()
+    fake.send(ofp.OFPT_BARRIER_REQUEST, 2)
+    assert fake.recv_type(ofp.OFPT_BARRIER_REPLY)[0] == 2
 
 
 def test_incompatible_controller_is_refused(line, switch_binary, fake):
