@@ -73,6 +73,43 @@ def _leftovers(prefix: str) -> list[str]:
     return found
 
 
+FIRST_RUN_TIMEOUT = 300.0  # s; one run of _spec's takes about 30 s
+
+
+def _wait_for_first_run(out: Path, proc: subprocess.Popen[str], timeout: float) -> None:
+    """Return once ``out``'s meta.json lists a finished run; fail the test if ``proc``
+    exits first or none is listed within ``timeout`` seconds (an interrupt before any
+    run finished would test a different case: every flow not_run)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if json.loads((out / "meta.json").read_text())["runs"]:
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        assert proc.poll() is None, proc.communicate()
+        if time.monotonic() >= deadline:
+            pytest.fail(f"no run of {out} finished within {timeout:g} s: nothing to "
+                        "interrupt after")
+        time.sleep(0.2)
+
+
+def test_the_wait_for_a_finished_run_fails_when_none_finishes(tmp_path: Path) -> None:
+    """The network test below must not interrupt (and pass) when no run ever finished."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "meta.json").write_text(json.dumps({"runs": [], "status": "running"}))
+    proc = subprocess.Popen(["sleep", "30"], text=True)  # stands in for `dcnlab run`
+    try:
+        with pytest.raises(pytest.fail.Exception, match="no run .* finished within 0.5 s"):
+            _wait_for_first_run(out, proc, 0.5)
+        (out / "meta.json").write_text(json.dumps({"runs": [{"scheme": "ecmp"}]}))
+        _wait_for_first_run(out, proc, 0.5)  # a finished run: returns
+    finally:
+        proc.kill()  # ours
+        proc.wait()
+
+
 @pytest.mark.network
 @needs_root
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c", "sigterm"])
@@ -91,15 +128,7 @@ def test_ctrl_c_leaves_nothing_behind_and_resume_finishes_the_same_flows(
     finally:
         signal.signal(signal.SIGINT, previous)
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:  # interrupt once the first run is recorded
-            try:
-                if json.loads((out / "meta.json").read_text())["runs"]:
-                    break
-            except (OSError, ValueError, KeyError):
-                pass
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
+        _wait_for_first_run(out, proc, FIRST_RUN_TIMEOUT)  # interrupt after a finished run
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=120)
     finally:
