@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import random
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +61,33 @@ def test_tampered_payload_is_rejected() -> None:
     frame[-5] ^= 0x01
     with pytest.raises(proto.AuthError):
         proto.FrameReader(SECRET).feed(bytes(frame))
+
+
+# The vectors the native agent (hosts/uc3_agent/native, RustCrypto's hmac and sha2) asserts
+# too, from the same file: both engines must put the same bytes on the wire.
+VECTORS = Path(__file__).resolve().parents[2] / "hosts/uc3_agent/native/tests/protocol_vectors.json"
+
+
+def test_vectors_shared_with_the_native_agent() -> None:
+    vectors = json.loads(VECTORS.read_text())
+    assert len(vectors["rfc4231"]) == 6 and len(vectors["keys"]) == 2
+    for case in vectors["rfc4231"]:
+        got = hmac.new(bytes.fromhex(case["key"]), bytes.fromhex(case["data"]), hashlib.sha256)
+        assert got.hexdigest() == case["mac"]
+    for case in vectors["keys"]:
+        keys = proto.Keys.derive(bytes.fromhex(case["secret"]), case["agent"])
+        assert (keys.c2a.hex(), keys.a2c.hex()) == (case["c2a"], case["a2c"])
+    first = vectors["keys"][0]
+    assert len(vectors["frames"]) == 2
+    for case in vectors["frames"]:
+        key, context = bytes.fromhex(first[case["key"]]), bytes.fromhex(case["context"])
+        frame = proto.encode(case["message"], key, context)
+        assert frame.hex() == case["frame"]
+        assert proto.FrameReader(key, context).feed(frame) == [case["message"]]
+        tampered = bytearray(frame)
+        tampered[proto.HEADER.size + proto.MAC_LEN - 1] ^= 0x01  # the tag's last byte
+        with pytest.raises(proto.AuthError):
+            proto.FrameReader(key, context).feed(bytes(tampered))
 
 
 def test_short_secret_refused() -> None:

@@ -6,7 +6,6 @@
 
 use crate::bpf::{self, Entries, FlowSample, Map as BpfMap, Scratch, FLOW_VALUE_LEN, KEY_LEN};
 use crate::proto::{self, ControllerMessage, FrameReader, Keys, Kind, SeqCheck, Tuple4};
-use crate::sha256::HmacKey;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -198,7 +197,7 @@ impl Clamps {
 
 struct Conn {
     stream: TcpStream,
-    sign: HmacKey, // keys.a2c, prepared
+    sign: proto::HmacKey, // keys.a2c, prepared
     reader: FrameReader,
     context: Vec<u8>, // bound into the MACs we send: nonce_c, then the session
     seq_in: SeqCheck,
@@ -646,7 +645,7 @@ impl Agent {
             Conn {
                 stream,
                 reader: FrameReader::new(keys.c2a, Vec::new()),
-                sign: HmacKey::new(&keys.a2c),
+                sign: proto::hmac_key(&keys.a2c),
                 context: Vec::new(),
                 seq_in: SeqCheck::default(),
                 seq_out: 0,

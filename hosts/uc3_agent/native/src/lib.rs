@@ -5,4 +5,3 @@
 pub mod agent;
 pub mod bpf;
 pub mod proto;
-pub mod sha256;

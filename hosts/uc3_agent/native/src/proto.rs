@@ -4,7 +4,7 @@
 //! session context and the bounds.  Error messages are those of `protocol.py` (the
 //! controller logs them), Python's reprs included.
 
-use crate::sha256::{ct_eq, hmac_sha256, HmacKey};
+use hmac::{KeyInit, Mac};
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -23,6 +23,25 @@ pub const MIN_SECRET: usize = 16;
 pub const NONCE_HEX: usize = 32;
 pub const MAX_INT_DIGITS: usize = 20;
 pub const MAX_FLOAT_CHARS: usize = 32;
+
+/// An HMAC-SHA256 key with its padded blocks already hashed (RustCrypto's `hmac` and
+/// `sha2`): a connection clones it for every frame it signs or checks, which saves two
+/// compressions a frame over keying afresh.
+pub type HmacKey = hmac::Hmac<sha2::Sha256>;
+
+/// `key` prepared for HMAC-SHA256 (any length: a key longer than a block is hashed first).
+pub fn hmac_key(key: &[u8]) -> HmacKey {
+    HmacKey::new_from_slice(key).expect("HMAC accepts a key of any length")
+}
+
+/// HMAC-SHA256 of the concatenation of `parts` (no copy of the message).
+pub fn mac(key: &HmacKey, parts: &[&[u8]]) -> [u8; MAC_LEN] {
+    let mut h = key.clone();
+    for part in parts {
+        h.update(part);
+    }
+    h.finalize().into_bytes().into()
+}
 
 /// A frame or message that breaks the protocol; `auth` marks an HMAC mismatch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,8 +199,8 @@ impl Keys {
         check_secret(secret)?;
         let base = format!("dcnlab-uc3/2|{agent}|");
         Ok(Keys {
-            c2a: hmac_sha256(secret, &[base.as_bytes(), b"c2a"]),
-            a2c: hmac_sha256(secret, &[base.as_bytes(), b"a2c"]),
+            c2a: mac(&hmac_key(secret), &[base.as_bytes(), b"c2a"]),
+            a2c: mac(&hmac_key(secret), &[base.as_bytes(), b"a2c"]),
         })
     }
 }
@@ -238,7 +257,7 @@ pub fn encode(message: &Map<String, Value>, key: &[u8], context: &[u8]) -> Resul
 
 /// A signed frame of a payload already encoded as JSON.
 pub fn encode_payload(payload: &[u8], key: &[u8], context: &[u8]) -> Result<Vec<u8>> {
-    encode_prepared(payload, &HmacKey::new(key), context)
+    encode_prepared(payload, &hmac_key(key), context)
 }
 
 /// As `encode_payload`, with a prepared key.
@@ -254,8 +273,8 @@ pub fn encode_prepared(payload: &[u8], key: &HmacKey, context: &[u8]) -> Result<
     frame.push(VERSION);
     frame.push(0);
     frame.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-    let mac = key.mac(&[context, &frame[..HEADER_LEN], payload]);
-    frame.extend_from_slice(&mac);
+    let tag = mac(key, &[context, &frame[..HEADER_LEN], payload]);
+    frame.extend_from_slice(&tag);
     frame.extend_from_slice(payload);
     Ok(frame)
 }
@@ -347,7 +366,7 @@ pub struct FrameReader {
 impl FrameReader {
     pub fn new(key: [u8; 32], context: Vec<u8>) -> Self {
         FrameReader {
-            key: HmacKey::new(&key),
+            key: hmac_key(&key),
             context,
             buf: Vec::new(),
         }
@@ -397,9 +416,13 @@ impl FrameReader {
         }
         let frame: Vec<u8> = self.buf.drain(..total).collect();
         let (header, rest) = frame.split_at(HEADER_LEN);
-        let (mac, payload) = rest.split_at(MAC_LEN);
-        let want = self.key.mac(&[&self.context, header, payload]);
-        if !ct_eq(mac, &want) {
+        let (tag, payload) = rest.split_at(MAC_LEN);
+        let mut check = self.key.clone();
+        check.update(&self.context);
+        check.update(header);
+        check.update(payload);
+        // verify_slice: a comparison whose time does not depend on where the tags differ
+        if check.verify_slice(tag).is_err() {
             return Err(ProtocolError {
                 msg: "HMAC mismatch: wrong key or session, or a tampered frame".into(),
                 auth: true,
@@ -686,31 +709,93 @@ mod tests {
         }
     }
 
+    /// The vectors `tests/unit/test_uc3_protocol.py` asserts on protocol.py too: both
+    /// sides must produce these bytes.
+    fn vectors() -> Value {
+        serde_json::from_str(include_str!("../tests/protocol_vectors.json")).unwrap()
+    }
+
+    fn hex_field(v: &Value, name: &str) -> Vec<u8> {
+        unhex(v[name].as_str().unwrap()).unwrap()
+    }
+
     #[test]
-    fn keys_match_protocol_py() {
-        // From protocol.Keys.derive(b"k" * 32, "127.0.0.1:6690") (Python's hmac).
-        let keys = Keys::derive(SECRET, "127.0.0.1:6690").unwrap();
-        assert_eq!(
-            hex(&keys.c2a),
-            "71e66368783199387a376c8c716983ef59e731686f22ff2217db8e67c1b10817"
-        );
-        assert_eq!(
-            hex(&keys.a2c),
-            "0366c71f930aebab7d3e97a59fb006342673210db57faf4fa396b24302dcc39c"
-        );
-        // protocol.encode({"type": "ack", "seq": 3, "ack_seq": 2, "clamps": 1}, a2c,
-        //                 bytes(range(32))): the same bytes, MAC included
-        let msg = obj(json!({"type": "ack", "seq": 3, "ack_seq": 2, "clamps": 1}));
-        let ctx: Vec<u8> = (0..32).collect();
-        assert_eq!(
-            hex(&encode(&msg, &keys.a2c, &ctx).unwrap()),
-            "553302000000002dc0b819d2d80047455dc3837834c686e8de74176585ef7cfd34b0491e\
-             6eddb1997b2261636b5f736571223a322c22636c616d7073223a312c22736571223a332c\
-             2274797065223a2261636b227d"
-        );
-        assert_ne!(keys.c2a, keys.a2c);
-        assert_ne!(keys, Keys::derive(SECRET, "127.0.0.2:6690").unwrap());
+    fn rfc_4231_vectors() {
+        let vectors = vectors();
+        let cases = vectors["rfc4231"].as_array().unwrap();
+        assert_eq!(cases.len(), 6);
+        for case in cases {
+            let (key, data) = (hex_field(case, "key"), hex_field(case, "data"));
+            let want = case["mac"].as_str().unwrap();
+            let prepared = hmac_key(&key);
+            assert_eq!(hex(&mac(&prepared, &[&data])), want);
+            // the same message in parts, with the same prepared key again
+            let (a, b) = data.split_at(data.len() / 3);
+            assert_eq!(hex(&mac(&prepared, &[a, &[], b])), want);
+        }
+    }
+
+    #[test]
+    fn keys_and_frames_match_protocol_py() {
+        let vectors = vectors();
+        let keys = vectors["keys"].as_array().unwrap();
+        assert_eq!(keys.len(), 2);
+        for case in keys {
+            let got = Keys::derive(&hex_field(case, "secret"), case["agent"].as_str().unwrap());
+            let got = got.unwrap();
+            assert_eq!(hex(&got.c2a), case["c2a"].as_str().unwrap());
+            assert_eq!(hex(&got.a2c), case["a2c"].as_str().unwrap());
+            assert_ne!(got.c2a, got.a2c);
+        }
+        let first = &keys[0];
+        let frames = vectors["frames"].as_array().unwrap();
+        assert_eq!(frames.len(), 2);
+        for case in frames {
+            let key: [u8; 32] = hex_field(first, case["key"].as_str().unwrap())
+                .try_into()
+                .unwrap();
+            let context = hex_field(case, "context");
+            let msg = case["message"].as_object().unwrap();
+            // the same bytes, MAC included, as protocol.encode
+            let frame = encode(msg, &key, &context).unwrap();
+            assert_eq!(hex(&frame), case["frame"].as_str().unwrap());
+            let mut reader = FrameReader::new(key, context);
+            reader.push(&hex_field(case, "frame")).unwrap();
+            assert_eq!(reader.pop().unwrap().as_ref(), Some(msg));
+        }
         assert!(Keys::derive(b"short", "x").is_err());
+    }
+
+    #[test]
+    fn a_tampered_tag_or_payload_is_rejected() {
+        let keys = Keys::derive(SECRET, "127.0.0.1:6690").unwrap();
+        let msg = obj(json!({"type": "clear", "seq": 4}));
+        let ctx: Vec<u8> = (0..32).collect();
+        let frame = encode(&msg, &keys.c2a, &ctx).unwrap();
+        let mut reader = FrameReader::new(keys.c2a, ctx.clone());
+        reader.push(&frame).unwrap();
+        assert_eq!(reader.pop().unwrap(), Some(msg));
+        // every byte after the header: the 32 of the tag and those of the payload
+        for at in HEADER_LEN..frame.len() {
+            for bit in [0x01, 0x80] {
+                let mut tampered = frame.clone();
+                tampered[at] ^= bit;
+                let mut reader = FrameReader::new(keys.c2a, ctx.clone());
+                reader.push(&tampered).unwrap();
+                let e = reader.pop().unwrap_err();
+                assert!(e.auth, "byte {at} ^ {bit:#x}: {e}");
+            }
+        }
+        // the other direction's key, and a truncated tag (as a shorter frame) neither
+        let mut reader = FrameReader::new(keys.a2c, ctx.clone());
+        reader.push(&frame).unwrap();
+        assert!(reader.pop().unwrap_err().auth);
+        let mut short = frame.clone();
+        short.remove(HEADER_LEN);
+        short[7] -= 1; // the length now ends the frame where it did
+        let mut reader = FrameReader::new(keys.c2a, ctx);
+        reader.push(&short).unwrap();
+        assert!(reader.pop().unwrap_err().auth);
     }
 
     #[test]
