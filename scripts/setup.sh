@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bring a Debian 12 machine (root) to a working dcnlab: apt packages, a Python venv with
-# the pinned dependencies, the eventlet shim for Ryu, and the switch_ext Rust build.
+# the pinned dependencies, the eventlet shim for Ryu, the pinned Rust toolchain (rustup,
+# scripts/install_rust.sh) and the Rust builds (switch_ext, dcnlab-mp, the UC3 agent).
 # Idempotent: each step checks what is there and does only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,9 +17,10 @@ fi
 # openvswitch-switch: ovs-vswitchd/ovsdb-server (a private instance per run, userspace
 # datapath); mininet: mnexec (PyPI's mininet has the Python code but not mnexec);
 # iperf3/iputils-ping/ethtool/net-tools: traffic, checks, offloads, Mininet's ifconfig.
+# curl/ca-certificates: rustup's installer, where Rust is missing (scripts/install_rust.sh).
 # clang/llvm/libbpf-dev/bpftool/linux-libc-dev: the UC3 host agent's BPF sock_ops program.
 APT_PACKAGES=(openvswitch-switch mininet iperf3 iputils-ping ethtool iproute2 net-tools
-              python3-venv python3-dev build-essential pkg-config
+              python3-venv python3-dev build-essential pkg-config curl ca-certificates
               clang llvm libbpf-dev bpftool linux-libc-dev)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -32,43 +34,16 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${missing[@]}" >/dev/null
 fi
 
-# -- Python venv ----------------------------------------------------------------
-PYTHON=${PYTHON:-python3}
-if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-  echo "setup: dcnlab needs Python >= 3.11 (found: $("$PYTHON" --version 2>&1))." \
-       "Set PYTHON=/path/to/python3.11" >&2
-  exit 2
-fi
+# -- Python venv (scripts/setup_python.sh: no root needed, a contributor runs it alone) --
+bash scripts/setup_python.sh
 VENV=$ROOT/.venv
-if [ ! -x "$VENV/bin/python" ]; then
-  say "creating venv $VENV"
-  "$PYTHON" -m venv "$VENV"
-fi
-# Reinstall only when the dependency pins or the package layout changed.
-stamp=$VENV/.dcnlab-installed
-want=$(cat setup.py pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "installing Python dependencies (pinned in constraints.txt)"
-  # Ryu 4.34 builds only with setuptools < 67: the constraint reaches pip's isolated
-  # build environments through PIP_CONSTRAINT.
-  PIP_CONSTRAINT=$ROOT/constraints.txt "$VENV/bin/pip" install -q --disable-pip-version-check \
-    -e "$ROOT[dev]"
-  echo "$want" > "$stamp"
-fi
-# Editable installs skip data_files, so place the eventlet shim's .pth by hand
-# (regular wheel installs carry it themselves; see dcnlab/compat.py).
-site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-cmp -s dcnlab-compat.pth "$site/dcnlab-compat.pth" || cp dcnlab-compat.pth "$site/"
 
-# -- switch_ext (Rust) ------------------------------------------------------------
+# -- Rust: the pinned toolchain, then switch_ext, dcnlab-mp and the UC3 agent loop ----
 if [ -f switch_ext/Cargo.toml ]; then
-  CARGO=$(command -v cargo || true)
-  [ -n "$CARGO" ] || { [ -x "$HOME/.cargo/bin/cargo" ] && CARGO=$HOME/.cargo/bin/cargo; }
-  if [ -z "$CARGO" ]; then
-    echo "setup: cargo not found: switch_ext needs Rust (rustup, toolchain pinned in" \
-         "switch_ext/rust-toolchain.toml)" >&2
-    exit 2
-  fi
+  # The toolchain each crate pins (rust-toolchain.toml), installed with rustup's official
+  # installer where cargo is missing or is not the pinned version (Debian 12's is older);
+  # without internet it stops with the one command to run.
+  CARGO=$(bash scripts/install_rust.sh) || exit 2
   say "building switch_ext (cargo build --release --locked)"
   (cd switch_ext && "$CARGO" build --release --locked --quiet)
   if [ -f hosts/mptransport/Cargo.toml ]; then
