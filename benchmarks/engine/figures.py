@@ -16,6 +16,12 @@ value on the x axis and a bar (one metric) or a line (several) per scheme::
             ylabel: Q_out (packets)    # [the metric's label]
             log: false                 # log y axis [false]
 
+A bar or point is the mean over seeds with its 95% interval, cut at zero below -- but a
+flow completion time (``fct_*``) is the geometric mean over seeds with the interval taken
+on the log of the values (plots.interval, metrics.geo_mean_ci), so both ends stay
+positive; the figure's caption says so.  A panel none of whose metrics has a value is
+left out, a figure without any is not drawn.
+
 A metric is a column of network.csv (``netstats.METRICS``) or switch.csv (the schemes'
 declared switch columns), or a flow metric of a size class written ``metric@class``
 (``fct_p99@mouse``, ``tput_mbps@elephant``).
@@ -204,12 +210,13 @@ def render_plots(plots: Sequence[Mapping[str, Any]], summary: Sequence[SummaryRo
                                                           * len(panels), 4.4),
                                  squeeze=False)
         x = np.arange(len(loads))
+        log_fct = False  # some FCT drawn with its log-scale interval: say so
         for ax, panel in zip(axes[0], panels, strict=True):
             metrics = panel["metrics"]
             if len(metrics) == 1:
-                _bar_panel(ax, index, panel, loads, schemes, np)
+                log_fct |= _bar_panel(ax, index, panel, loads, schemes, np)
             else:
-                _line_panel(ax, index, panel, loads, schemes, np)
+                log_fct |= _line_panel(ax, index, panel, loads, schemes, np)
             ax.set_xticks(x, [fmt(v) for v in loads])
             ax.set_xlabel(sweep)
             ax.set_ylabel(panel.get("ylabel") or _label(metrics[0]))
@@ -223,7 +230,10 @@ def render_plots(plots: Sequence[Mapping[str, Any]], summary: Sequence[SummaryRo
                 ax.legend(fontsize="x-small")
         if spec.get("title"):
             fig.suptitle(spec["title"])
-        fig.tight_layout()
+        if log_fct:
+            plotting.caption(fig, plotting.FCT_CAPTION)
+        else:
+            fig.tight_layout()
         path = out_dir / f"{spec['name']}.png"
         fig.savefig(path, dpi=plotting.DPI)
         plt.close(fig)
@@ -239,24 +249,40 @@ def _value(index: Mapping[tuple[str, float, str], SummaryRow], scheme: str, load
     return row.mean, row.ci if math.isfinite(row.ci) else 0.0
 
 
+def _cells(index: Any, scheme: str, loads: list[float], metric: str, np: Any
+           ) -> tuple[Any, Any, Any, bool]:
+    """Values, whiskers down and up of ``metric`` per sweep value (plots.interval), and
+    whether an FCT's log-scale interval was among them."""
+    from .plots import interval, is_fct
+
+    fct = is_fct(metric)
+    rows = [index.get((scheme, ld, metric)) for ld in loads]
+    cells = [interval(r, fct) for r in rows]
+    geo = fct and any(r is not None and math.isfinite(r.geo) for r in rows)
+    return (np.array([c[0] for c in cells]), np.array([c[1] for c in cells]),
+            np.array([c[2] for c in cells]), geo)
+
+
 def _bar_panel(ax: Any, index: Any, panel: Mapping[str, Any], loads: list[float],
-               schemes: Sequence[str], np: Any) -> None:
+               schemes: Sequence[str], np: Any) -> bool:
+    """Bars of the panel's one metric; whether an FCT's log-scale interval was drawn."""
     metric = panel["metrics"][0]
     present = [s for s in schemes if any(math.isfinite(_value(index, s, ld, metric)[0])
                                          for ld in loads)]
     width = 0.8 / max(1, len(present))
     x = np.arange(len(loads))
+    log_fct = False
     for i, scheme in enumerate(present):
-        means = np.array([_value(index, scheme, ld, metric)[0] for ld in loads])
         if panel.get("range"):
+            means = np.array([_value(index, scheme, ld, metric)[0] for ld in loads])
             low = np.array([_value(index, scheme, ld, panel["range"][0])[0] for ld in loads])
             high = np.array([_value(index, scheme, ld, panel["range"][1])[0] for ld in loads])
             err = np.vstack([np.clip(means - low, 0, None), np.clip(high - means, 0, None)])
             err = np.nan_to_num(err)
         else:
-            ci = np.array([_value(index, scheme, ld, metric)[1] for ld in loads])
-            # an interval below 0 says "few seeds", not negative values: cut it at 0
-            err = np.vstack([np.minimum(ci, np.nan_to_num(np.clip(means, 0, None))), ci])
+            means, down, up, geo = _cells(index, scheme, loads, metric, np)
+            err = np.vstack([down, up])
+            log_fct |= geo
         pos = x + (i - (len(present) - 1) / 2) * width
         color = f"C{list(schemes).index(scheme) % 10}"  # a scheme's colour in every panel
         ax.bar(pos, means, width, yerr=err, capsize=3, label=scheme, color=color)
@@ -267,26 +293,30 @@ def _bar_panel(ax: Any, index: Any, panel: Mapping[str, Any], loads: list[float]
                 ax.bar(pos, extra, width, bottom=np.nan_to_num(means), hatch="//",
                        color=color, alpha=0.45,
                        label=f"{scheme} + {_label(panel['stack'])}")
+    return log_fct
 
 
 def _line_panel(ax: Any, index: Any, panel: Mapping[str, Any], loads: list[float],
-                schemes: Sequence[str], np: Any) -> None:
+                schemes: Sequence[str], np: Any) -> bool:
+    """A line per scheme and metric; whether an FCT's log-scale interval was drawn."""
     x = np.arange(len(loads))
     markers = "os^vDP*X"
     styles = ["-", "--", ":", "-."]
+    log_fct = False
     for i, scheme in enumerate(schemes):
         color = f"C{i % 10}"
         for j, metric in enumerate(panel["metrics"]):
-            vals = [_value(index, scheme, ld, metric) for ld in loads]
-            means = np.array([v[0] for v in vals])
-            if np.all(np.isnan(means)):
+            values, down, up, geo = _cells(index, scheme, loads, metric, np)
+            if np.all(np.isnan(values)):
                 continue
-            ci = np.array([v[1] for v in vals])
-            low = np.minimum(ci, np.nan_to_num(np.clip(means, 0, None)) * 0.999)
-            ax.errorbar(x + (i - (len(schemes) - 1) / 2) * 0.06, means,
-                        yerr=np.vstack([low, ci]), color=color, capsize=2,
+            log_fct |= geo
+            # a whisker cut at zero has no end on a log axis: stop it just above
+            down = np.minimum(down, np.nan_to_num(np.clip(values, 0, None)) * 0.999)
+            ax.errorbar(x + (i - (len(schemes) - 1) / 2) * 0.06, values,
+                        yerr=np.vstack([down, up]), color=color, capsize=2,
                         marker=markers[j % len(markers)], ls=styles[j % len(styles)],
                         label=f"{scheme} {metric.split('@')[0]}")
+    return log_fct
 
 
 # ---------------------------------------------------------------------------- tables

@@ -22,6 +22,12 @@ memory.  Definitions:
   any status other than ok: failures are counted, never dropped).
 - across seeds: mean and a 95% Student-t confidence interval (half-width
   ``t(0.975, n-1) * sd / sqrt(n)``; undefined for one seed).
+- geometric mean across seeds with a 95% interval (``geo``, ``geo_low``, ``geo_high``;
+  values all > 0, else undefined): ``exp(mean(log v) +- t(0.975, n-1) * sd(log v) /
+  sqrt(n))``, the same interval as the arithmetic one but on the log of the values, so
+  both ends stay positive however few and spread the seeds are.  The FCT bar plots draw
+  it (plots.py): an FCT is positive, and with three seeds the arithmetic interval often
+  reaches below zero.  Not in summary.csv (the table keeps the arithmetic mean).
 - ratio to the baseline (ECMP): per seed ``r = scheme / baseline`` on the same seed (the
   same flow list); the ratio is their geometric mean ``exp(mean(log r))`` with the
   interval ``exp(mean(log r) +- t(0.975, n-1) * sd(log r) / sqrt(n))``.  Pairing by seed
@@ -84,6 +90,16 @@ def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[fl
         return float(arr[0]), math.nan
     t = stats.t.ppf(0.5 + confidence / 2, arr.size - 1)
     return float(arr.mean()), float(t * arr.std(ddof=1) / math.sqrt(arr.size))
+
+
+def geo_mean_ci(values: Sequence[float], confidence: float = CONFIDENCE
+                ) -> tuple[float, float, float]:
+    """(geometric mean, low, high) of the finite values, the interval taken on their logs;
+    all nan if one of them is <= 0 (no log), low/high nan with fewer than two."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if any(v <= 0 for v in finite):
+        return math.nan, math.nan, math.nan
+    return ratio_ci(finite, confidence)
 
 
 def ratio_ci(ratios: Sequence[float], confidence: float = CONFIDENCE
@@ -190,6 +206,11 @@ class SummaryRow:
     ratio: float  # geometric mean of per-seed ratios to the baseline (nan for counts)
     ratio_low: float  # its 95% interval (nan with fewer than two seeds)
     ratio_high: float
+    # geometric mean over seeds and its 95% interval from the logs (geo_mean_ci): what the
+    # FCT bar plots draw; nan where a summarizer does not fill them
+    geo: float = math.nan
+    geo_low: float = math.nan
+    geo_high: float = math.nan
 
     def as_dict(self) -> dict[str, Any]:
         return {"scheme": self.scheme, "load": self.load, "metric": self.metric,
@@ -228,6 +249,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None,
                             ratios.append(v / base)
                     ratio, low, high = ratio_ci(ratios)
                 finite = sum(1 for v in values.values() if math.isfinite(v))
+                geo, geo_low, geo_high = geo_mean_ci(list(values.values()))
                 out.append(SummaryRow(scheme, load, metric, cls, finite, m, ci, ratio,
-                                      low, high))
+                                      low, high, geo, geo_low, geo_high))
     return out

@@ -3,9 +3,16 @@
 - ``fct_cdf_<sweep><value>.png``: CDF of FCT per scheme, pooled over seeds, one file per
   sweep value (measured, completed TCP flows of known size).
 - ``fct_by_class.png``: mean FCT per size class against the sweep value, a bar per
-  scheme with its 95% CI across seeds (none when no flow has an FCT: long-lived only).
+  scheme, a panel per class that has completed flows (none at all when no flow has an
+  FCT: long-lived only).  The bar is the geometric mean over seeds of each run's mean
+  FCT and its whisker the 95% Student-t interval of the log of those values, taken back
+  (metrics.geo_mean_ci; the figure's caption says so), on a log axis where that
+  interval is symmetric: both ends stay above zero, where the arithmetic interval of
+  three spread seeds reaches below it.
 - ``throughput_elephant.png``, ``out_of_order.png``: the same layout for elephant
-  throughput and the out-of-order percentage.
+  throughput and the out-of-order percentage, the arithmetic mean over seeds with its
+  95% interval cut at zero (neither quantity is ever negative: an interval below zero
+  says "few seeds").
 - with receiver throughput recorded (fairness.py): ``jain_time_<sweep><value>.png``,
   Jain's index and TCP throughput per period against time, a line per scheme for the
   first seed, the UDP burst shaded, the measured window's start dashed (the paper's
@@ -33,6 +40,42 @@ from .metrics import CLASSES, OK, SummaryRow  # noqa: E402
 from .table import fmt  # noqa: E402
 
 DPI = 110
+FCT_CAPTION = ("FCT bars: geometric mean over seeds of each run's value; whiskers: 95% "
+               "Student-t interval of log FCT across seeds, exponentiated (always > 0)")
+FCT_YLABEL = "FCT (ms, log scale), geometric mean"
+
+
+def is_fct(metric: str) -> bool:
+    """Whether a summary metric (``metric`` or ``metric@class``) is a flow completion time:
+    positive by nature, drawn with its interval on the log scale (FCT_CAPTION)."""
+    return metric.split("@", 1)[0].startswith("fct_")
+
+
+def interval(row: SummaryRow | None, fct: bool, scale: float = 1.0
+             ) -> tuple[float, float, float]:
+    """(value, down, up) that a bar or point draws for ``row``, times ``scale``.
+
+    An FCT (``fct``) with a geometric mean: that mean and its log-scale 95% interval, both
+    ends positive.  Anything else (and an FCT whose summarizer fills no geometric mean):
+    the arithmetic mean and its t-interval, cut at zero below.  nan value without a row
+    or value; no whisker (0, 0) where the interval is undefined (one seed)."""
+    if row is None:
+        return math.nan, 0.0, 0.0
+    if fct and math.isfinite(row.geo):
+        if math.isfinite(row.geo_low) and math.isfinite(row.geo_high):
+            return (row.geo * scale, (row.geo - row.geo_low) * scale,
+                    (row.geo_high - row.geo) * scale)
+        return row.geo * scale, 0.0, 0.0
+    if not math.isfinite(row.mean):
+        return math.nan, 0.0, 0.0
+    ci = row.ci if math.isfinite(row.ci) else 0.0
+    return row.mean * scale, min(ci, max(row.mean, 0.0)) * scale, ci * scale
+
+
+def caption(fig: Any, text: str) -> None:
+    """``text`` under the figure's panels (call instead of fig.tight_layout())."""
+    fig.text(0.5, 0.01, text, ha="center", va="bottom", fontsize="small", wrap=True)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
 
 
 def fct_cdfs(rows: Sequence[Mapping[str, Any]], out_dir: Path, sweep: str,
@@ -68,23 +111,22 @@ def fct_cdfs(rows: Sequence[Mapping[str, Any]], out_dir: Path, sweep: str,
 
 def _bars(ax: Any, summary: Sequence[SummaryRow], metric: str, cls: str,
           schemes: Sequence[str], scale: float) -> bool:
+    """A bar per scheme that has a value at some sweep value, with its interval
+    (:func:`interval`); whether any was drawn."""
     loads = sorted({r.load for r in summary})
     index = {(r.scheme, r.load): r for r in summary if r.metric == metric and r.cls == cls}
     width = 0.8 / max(1, len(schemes))
     x = np.arange(len(loads))
     drawn = False
     for i, scheme in enumerate(schemes):
-        means, errs = [], []
-        for load in loads:
-            row = index.get((scheme, load))
-            m = row.mean * scale if row is not None and math.isfinite(row.mean) else np.nan
-            e = row.ci * scale if row is not None and math.isfinite(row.ci) else 0.0
-            means.append(m)
-            errs.append(e)
-        if not np.all(np.isnan(means)):
-            drawn = True
-        ax.bar(x + (i - (len(schemes) - 1) / 2) * width, means, width, yerr=errs,
-               capsize=3, label=scheme)
+        cells = [interval(index.get((scheme, load)), is_fct(metric), scale) for load in loads]
+        values = np.array([c[0] for c in cells])
+        if np.all(np.isnan(values)):
+            continue  # no empty series: the scheme keeps its colour and place all the same
+        drawn = True
+        ax.bar(x + (i - (len(schemes) - 1) / 2) * width, values, width,
+               yerr=np.array([[c[1] for c in cells], [c[2] for c in cells]]), capsize=3,
+               label=scheme, color=f"C{i % 10}")
     ax.set_xticks(x, [fmt(v) for v in loads])
     ax.grid(True, axis="y", alpha=0.3)
     return drawn
@@ -98,17 +140,23 @@ def _has(summary: Sequence[SummaryRow], metric: str) -> bool:
 def class_bars(summary: Sequence[SummaryRow], out_dir: Path, sweep: str,
                schemes: Sequence[str]) -> list[Path]:
     files = []
-    if _has(summary, "fct_mean"):
-        # (a long-lived workload has no FCT at all: no figure of empty panels)
-        fig, axes = plt.subplots(1, len(CLASSES), figsize=(4.2 * len(CLASSES), 3.8))
-        for ax, cls in zip(axes, CLASSES, strict=True):
-            if not _bars(ax, summary, "fct_mean", cls, schemes, 1e3):
-                ax.text(0.5, 0.5, f"no {cls} flows", ha="center", transform=ax.transAxes)
+    # A panel per class with an FCT: none for a class without completed flows, no figure
+    # at all for a long-lived workload.
+    classes = [c for c in CLASSES if any(r.metric == "fct_mean" and r.cls == c
+                                         and math.isfinite(r.mean) for r in summary)]
+    if classes:
+        fig, axes = plt.subplots(1, len(classes), figsize=(4.2 * len(classes) + 0.6, 4.2),
+                                 squeeze=False)
+        for ax, cls in zip(axes[0], classes, strict=True):
+            _bars(ax, summary, "fct_mean", cls, schemes, 1e3)
             ax.set_title(f"{cls} flows")
             ax.set_xlabel(sweep)
-            ax.set_ylabel("mean FCT (ms)")
-        axes[0].legend()
-        fig.tight_layout()
+            ax.set_ylabel(FCT_YLABEL)
+            # the interval is symmetric on the log of the FCT: so is a log axis
+            ax.set_yscale("log")
+            ax.grid(True, axis="y", which="both", alpha=0.3)
+        axes[0][0].legend()
+        caption(fig, FCT_CAPTION)
         path = out_dir / "fct_by_class.png"
         fig.savefig(path, dpi=DPI)
         plt.close(fig)

@@ -13,6 +13,14 @@ import re
 from pathlib import Path
 
 import pytest
+from figure_content import (
+    assert_readable,
+    bar_series,
+    intervals,
+    line_series,
+    panels,
+    saved_figures,
+)
 
 from dcnlab.benchmarks.engine import fairness as fr
 from dcnlab.benchmarks.engine import report
@@ -157,7 +165,8 @@ def test_render_one_row_per_scheme_baseline_first() -> None:
     assert fr.render([], [], ["conv"], "conv", "clients") == ""
 
 
-def test_report_adds_the_section_csv_rows_and_plots(tmp_path: Path) -> None:
+def test_report_adds_the_section_csv_rows_and_plots(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     write_json(tmp_path / "meta.json", {"name": "x", "status": "complete", "spec": {
         "baseline": "conv", "sweep": "clients", "schemes": [{"name": "conv"},
                                                             {"name": "uc3"}]}})
@@ -173,6 +182,7 @@ def test_report_adds_the_section_csv_rows_and_plots(tmp_path: Path) -> None:
                "udp": int(100 < k <= 150)} for s in ("conv", "uc3") for k in range(1, 200)]
     write_csv(tmp_path / fr.SERIES_CSV, fr.SERIES_COLUMNS, series)
 
+    figures = saved_figures(monkeypatch)
     result = report(tmp_path)
 
     assert "fairness: receiver throughput" in result.table
@@ -181,8 +191,22 @@ def test_report_adds_the_section_csv_rows_and_plots(tmp_path: Path) -> None:
         metrics = {(r["scheme"], r["metric"]) for r in csv.DictReader(fh)}
     assert ("uc3", "jain_mean") in metrics and ("conv", "total_mbps") in metrics
     for name in ("jain_time_clients4.png", "fairness_bars.png", "throughput_elephant.png"):
-        assert (tmp_path / "plots" / name).stat().st_size > 1000, name
+        assert (tmp_path / "plots" / name).is_file(), name
+        assert_readable(figures[name], name)
     assert not (tmp_path / "plots" / "fct_by_class.png").exists()
+    # Jain's index above, TCP throughput below, a line per scheme against time
+    jain, tput = panels(figures["jain_time_clients4.png"])
+    assert jain.get_ylabel() == "Jain's index (TCP flows)" and tput.get_xlabel() == "time (s)"
+    assert line_series(jain) == line_series(tput) == ["conv", "uc3"]
+    # Figs. 6 and 7: a panel per measured metric, a bar per scheme; Jain's index of two
+    # spread seeds (0.5, 0.7: half-width 12.7 * 0.1) has its whisker cut at 0, not -0.67
+    bars = panels(figures["fairness_bars.png"])
+    assert [ax.get_ylabel() for ax in bars] == [
+        "mean Jain's index (TCP flows)", "mean TCP throughput (Mbit/s)",
+        "TCP throughput, UDP burst (Mbit/s)"]
+    for ax in bars:
+        assert bar_series(ax) == ["conv", "uc3"] and ax.get_xlabel() == "clients"
+        assert all(low >= 0 for low, _high in intervals(ax))
     assert "elephant throughput (Mbit/s)  80" in result.table
     assert "FCT" not in result.table
     json.loads((tmp_path / "meta.json").read_text())  # untouched, still valid

@@ -8,6 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from figure_content import (
+    assert_readable,
+    bar_heights,
+    bar_series,
+    errorbar_series,
+    intervals,
+    panels,
+    saved_figures,
+)
 
 from dcnlab.benchmarks.engine import netstats, report, switch_stats
 from dcnlab.benchmarks.engine.figures import parse_plots, parse_tables, rank_values
@@ -66,14 +75,35 @@ def _results(out: Path) -> None:
     _write(out / switch_stats.SWITCH_CSV, switch_stats.COLUMNS, sw)
 
 
-def test_report_draws_the_plots_and_rank_tables_the_file_asks_for(tmp_path: Path) -> None:
+def test_report_draws_the_plots_and_rank_tables_the_file_asks_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "res"
     _results(out)
+    figures = saved_figures(monkeypatch)
     result = report(out)
     names = {p.name for p in result.files}
     assert {"fig4.png", "fig5.png", "table1.csv"} <= names
     assert "unmeasured.png" not in names  # no metric of it has a value: no empty figure
-    assert all(p.stat().st_size > 1000 for p in result.files if p.suffix == ".png")
+    for name in {p.name for p in result.files if p.suffix == ".png"}:
+        assert_readable(figures[name], name)
+    # fig4: a panel per item, a bar per scheme that has the metric
+    queue, drops, held = panels(figures["fig4.png"])
+    assert figures["fig4.png"].get_suptitle() == "queue"
+    assert [ax.get_ylabel() for ax in (queue, drops)] == ["packets", "drops"]
+    assert all(ax.get_xlabel() == "senders" for ax in (queue, drops, held))
+    assert [t.get_text() for t in queue.get_xticklabels()] == ["2", "4"]
+    # ecn has no Q_in: only abq's bar carries the hatched part on top
+    assert bar_series(queue) == ["ecn", "abq", "abq + busy Q_in mean"]
+    # the range's p5..p95 as whiskers: abq's Q_out p5 5, p95 40 (ecn's: 10, 80)
+    assert sorted(intervals(queue))[0] == (pytest.approx(5.0), pytest.approx(40.0))
+    assert bar_series(drops) == ["ecn", "abq"]
+    assert bar_heights(drops, "ecn") == [pytest.approx(20.0), pytest.approx(40.0)]
+    assert bar_series(held) == ["abq"]  # only abq's switches report it
+    # fig5: lines, a scheme per colour and a metric per style, log y
+    (fct,) = panels(figures["fig5.png"])
+    assert fct.get_yscale() == "log"
+    assert errorbar_series(fct) == [f"{s} fct_{p}" for s in ("ecn", "abq")
+                                    for p in ("p1", "p50", "p99")]
     # Table 1's shape: ranks smallest..largest, a column per (scheme, kind)
     assert "long flows" in result.table
     block = result.table[result.table.index("long flows"):]
@@ -87,6 +117,41 @@ def test_report_draws_the_plots_and_rank_tables_the_file_asks_for(tmp_path: Path
     assert largest[1:] == ["66.67", "9", "80", "9"]
     # re-rendering is idempotent
     assert report(out).table == result.table
+
+
+def test_an_fct_panel_of_three_spread_seeds_stays_above_zero_and_empty_panels_go(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bar panel of an FCT metric: the geometric mean over seeds and the interval of the
+    logs (the arithmetic interval of 10, 10 and 100 ms reaches -89 ms); a panel whose
+    metric nobody measured (no elephants here) is left out of the figure."""
+    plots = parse_plots([{"name": "fct", "panels": [
+        {"metrics": ["fct_mean@mouse"]}, {"metrics": ["fct_mean@elephant"]}]}])
+    out = tmp_path / "res"
+    out.mkdir()
+    write_json(out / "meta.json", {"name": "spread", "status": "complete", "spec": {
+        "baseline": "ecn", "sweep": "senders", "topology": "incast:4",
+        "workload_type": "incast", "schemes": [{"name": "ecn"}], "plots": plots}})
+    appender = CsvAppender(out / "flows.csv", FLOW_COLUMNS)
+    appender.write([{"scheme": "ecn", "load": 2.0, "seed": seed, "flow_id": seed,
+                     "size": 5_000, "kind": "tcp", "class": "mouse", "fct": fct,
+                     "bytes": 5_000, "status": "ok", "measured": True, "sched": 0.0}
+                    for seed, fct in ((1, 0.010), (2, 0.010), (3, 0.100))])
+    appender.close()
+    figures = saved_figures(monkeypatch)
+    report(out)
+    fig = figures["fct.png"]
+    (ax,) = panels(fig)
+    assert bar_series(ax) == ["ecn"] and ax.get_ylabel() == "fct_mean (mouse flows)"
+    # By hand, in log10(s): the values -2, -2, -1 have mean -5/3 and standard deviation
+    # sqrt(1/3), so the interval is 10^(-5/3 +- t / 3) s with t = t(0.975, 2)
+    # = 0.95 sqrt(2 / (1 - 0.95^2)) = 4.3027 (the closed-form CDF of Student's t with 2
+    # degrees of freedom: F(t) = 1/2 + t / (2 sqrt(2 + t^2))).
+    t = 0.95 * (2 / (1 - 0.95 ** 2)) ** 0.5
+    assert bar_heights(ax, "ecn") == [pytest.approx(10 ** (-5 / 3))]
+    (whisker,) = intervals(ax)
+    assert whisker == (pytest.approx(10 ** ((-5 - t) / 3)), pytest.approx(10 ** ((-5 + t) / 3)))
+    assert whisker[0] > 0
+    assert any("log FCT" in text.get_text() for text in fig.texts)  # the caption says so
 
 
 def test_rank_values_per_run() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from engine_runs import assert_report_rerenders
+from figure_content import panels, saved_figures, scatter_points
 
 from dcnlab.benchmarks.engine import run_experiment
 
@@ -31,7 +32,8 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def test_spraying_over_jittered_paths_fills_the_reordering_columns(tmp_path: Path) -> None:
+def test_spraying_over_jittered_paths_fills_the_reordering_columns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = {
         "name": "reorder", "topology": "spineleaf:2,2,1", "switch": "ext",
         "link": {"rate": "20M", "delay": "1ms", "jitter": "2ms"},
@@ -47,6 +49,7 @@ def test_spraying_over_jittered_paths_fills_the_reordering_columns(tmp_path: Pat
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     out = tmp_path / "out"
+    figures = saved_figures(monkeypatch)
 
     result = run_experiment(path, out, progress=False)
 
@@ -70,5 +73,11 @@ def test_spraying_over_jittered_paths_fills_the_reordering_columns(tmp_path: Pat
     assert run["recoveries"] != "" and run["sack_reorder"] != ""
     summary = (out / "summary.txt").read_text()
     assert "reorder events / flow" in summary and "up-port split" in summary
-    assert (out / "plots" / "reorder_vs_throughput.png").is_file()
+    # the figure of throughput against reordering: drawn when the long flow saw some
+    reordered = int(long["reord_seen"]) > 0
+    assert (out / "plots" / "reorder_vs_throughput.png").is_file() == reordered
+    if reordered:
+        (ax,) = panels(figures["reorder_vs_throughput.png"])
+        ((events, _tput),) = scatter_points(ax)["spray"]  # one run, one long flow
+        assert events == int(long["reord_seen"])
     assert_report_rerenders(out, result.table)

@@ -7,8 +7,20 @@ import io
 from pathlib import Path
 
 import pytest
+from figure_content import (
+    assert_readable,
+    bar_heights,
+    bar_series,
+    errorbar_series,
+    intervals,
+    line_series,
+    panels,
+    saved_figures,
+    scatter_points,
+)
 
 from dcnlab.benchmarks.engine import ResultsError, report
+from dcnlab.benchmarks.engine.plots import FCT_CAPTION, FCT_YLABEL
 from dcnlab.benchmarks.engine.progress import Progress
 from dcnlab.benchmarks.engine.results import FLOW_COLUMNS, CsvAppender, read_flows, write_json
 
@@ -43,9 +55,11 @@ def _results_dir(out: Path, scenario: str | None = None) -> None:
     appender.close()
 
 
-def test_report_renders_from_saved_data(tmp_path: Path) -> None:
+def test_report_renders_from_saved_data(tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "res"
     _results_dir(out)
+    figures = saved_figures(monkeypatch)
     first = report(out)
     assert "load = 0.20 (2 seeds)" in first.table and "load = 0.40" in first.table
     mouse = next(ln for ln in first.table.splitlines() if ln.startswith("mouse FCT mean"))
@@ -56,6 +70,31 @@ def test_report_renders_from_saved_data(tmp_path: Path) -> None:
     assert {"summary.csv", "summary.txt", "fct_by_class.png", "fct_cdf_load0.20.png",
             "fct_cdf_load0.40.png", "throughput_elephant.png", "out_of_order.png"} <= names
     assert all(p.stat().st_size > 0 for p in first.files)
+    pngs = {p.name for p in first.files if p.suffix == ".png"}
+    assert pngs <= set(figures)
+    for name in pngs:
+        assert_readable(figures[name], name)
+    # FCT by class: a panel per class, a bar per scheme and sweep value
+    by_class = figures["fct_by_class.png"]
+    assert [ax.get_title() for ax in panels(by_class)] == \
+        ["mouse flows", "rabbit flows", "elephant flows"]
+    for ax in panels(by_class):
+        assert bar_series(ax) == ["ecmp", "single"]
+        assert ax.get_xlabel() == "load" and ax.get_ylabel() == FCT_YLABEL
+        assert ax.get_yscale() == "log"
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["0.20", "0.40"]
+        assert all(low > 0 for low, _high in intervals(ax))
+    # ecmp's mice at load 0.2: 10 ms * 1.2 * 1.1 and * 1.2 * 1.2 on seeds 1 and 2, whose
+    # geometric mean is 12 ms * sqrt(1.1 * 1.2)
+    mouse = panels(by_class)[0]
+    assert bar_heights(mouse, "ecmp")[0] == pytest.approx(12 * (1.1 * 1.2) ** 0.5)
+    assert FCT_CAPTION in [t.get_text() for t in by_class.texts]
+    # the CDF: a line per scheme over its 3 sizes x 2 seeds completed flows
+    cdf = panels(figures["fct_cdf_load0.20.png"])
+    assert len(cdf) == 1 and line_series(cdf[0]) == ["ecmp (n=6)", "single (n=6)"]
+    for name in ("throughput_elephant.png", "out_of_order.png"):
+        (ax,) = panels(figures[name])
+        assert bar_series(ax) == ["ecmp", "single"] and ax.get_xlabel() == "load"
     with open(out / "summary.csv", newline="") as fh:
         summary = list(csv.DictReader(fh))
     assert {r["scheme"] for r in summary} == {"ecmp", "single"}
@@ -189,12 +228,11 @@ def test_other_baselines_get_their_own_ratio_table(tmp_path: Path) -> None:
     assert baselines == {"ecmp", "single"}
 
 
-def test_size_sweep_table_and_plots_from_a_tiny_fake_result(tmp_path: Path) -> None:
+def test_size_sweep_table_and_plots_from_a_tiny_fake_result(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A size sweep (workload ``sizes``, one seed): FCT mean and 95% interval across the
     flows of each size, change against the baseline, the transport's columns averaged
     (a ";" list element by element), fct_by_size.csv and the two Fig. 8/9 plots."""
-    from dcnlab.benchmarks.engine.metrics import mean_ci
-
     out = tmp_path / "sizes"
     out.mkdir()
     write_json(out / "meta.json", {
@@ -226,16 +264,30 @@ def test_size_sweep_table_and_plots_from_a_tiny_fake_result(tmp_path: Path) -> N
         fid += 1
     appender.write(rows)
     appender.close()
+    figures = saved_figures(monkeypatch)
     result = report(out)
     names = {p.name for p in result.files}
     assert {"fct_by_size.csv", "fct_by_size.png", "fct_change_by_size.png"} <= names
-    assert all(p.stat().st_size > 0 for p in result.files)
+    for name in ("fct_by_size.png", "fct_change_by_size.png"):
+        assert_readable(figures[name], name)
+    (by_size,) = panels(figures["fct_by_size.png"])  # Figs. 8/9: a line per scheme
+    assert errorbar_series(by_size) == ["minrtt", "cfs", "tcp-path1"]
+    assert by_size.get_xlabel() == "flow size" and by_size.get_yscale() == "log"
+    (change,) = panels(figures["fct_change_by_size.png"])  # the baseline has no bar
+    assert bar_series(change) == ["cfs", "tcp-path1"]
+    # cfs 100 ms and tcp-path1 80 ms against minrtt's 120 ms, at both sizes
+    assert bar_heights(change, "cfs") == [pytest.approx(-100 / 6)] * 2
+    assert bar_heights(change, "tcp-path1") == [pytest.approx(-100 / 3)] * 2
     with open(out / "fct_by_size.csv", newline="") as fh:
         table = {(float(r["load"]), r["scheme"]): r for r in csv.DictReader(fh)}
     small = table[(65536.0, "cfs")]
-    m, ci = mean_ci([0.09, 0.10, 0.11])
-    assert float(small["fct_mean_ms"]) == pytest.approx(m * 1e3)
-    assert float(small["fct_ci95_ms"]) == pytest.approx(ci * 1e3)
+    # By hand: 90, 100 and 110 ms have mean 100 ms and standard deviation 10 ms
+    # (sqrt((100 + 0 + 100) / 2)); the 95% half-width is t(0.975, 2) * 10 / sqrt(3) ms,
+    # t(0.975, 2) = 0.95 sqrt(2 / (1 - 0.95^2)) = 4.3027 from the closed-form CDF of
+    # Student's t with 2 degrees of freedom, F(t) = 1/2 + t / (2 sqrt(2 + t^2)).
+    t = 0.95 * (2 / (1 - 0.95 ** 2)) ** 0.5
+    assert float(small["fct_mean_ms"]) == pytest.approx(100.0)
+    assert float(small["fct_ci95_ms"]) == pytest.approx(t * 10 / 3 ** 0.5)  # 24.84 ms
     assert float(small["change_pct"]) == pytest.approx(100 * (0.10 / 0.12 - 1))
     assert (small["n"], small["failed"]) == ("3", "1")  # the failed flow is counted
     assert float(small["dup_bytes"]) == pytest.approx(1000)  # completed flows only
@@ -251,3 +303,75 @@ def test_size_sweep_table_and_plots_from_a_tiny_fake_result(tmp_path: Path) -> N
                    for r in csv.DictReader(fh)}
     assert float(summary[("cfs", 65536.0, "subflow_bytes_1")]["mean"]) == 65536 - 500
     assert "dup_bytes (mean per flow)" in result.table
+
+
+def _flows_dir(out: Path, runs: dict[tuple[str, int], list[dict[str, object]]],
+               schemes: tuple[str, ...] = ("ecmp", "spray")) -> None:
+    """A results directory with one sweep value (load 0.5) and the given flows per
+    (scheme, seed)."""
+    out.mkdir(parents=True)
+    write_json(out / "meta.json", {
+        "name": "demo", "status": "complete",
+        "spec": {"baseline": "ecmp", "sweep": "load", "topology": "spineleaf:2,2,1",
+                 "workload_type": "poisson", "schemes": [{"name": s} for s in schemes]}})
+    appender = CsvAppender(out / "flows.csv", FLOW_COLUMNS)
+    fid = 0
+    for (scheme, seed), flows in runs.items():
+        for flow in flows:
+            appender.write([{"scheme": scheme, "load": 0.5, "seed": seed, "flow_id": fid,
+                             "kind": "tcp", "status": "ok", "measured": True, "sched": 0.0,
+                             **flow}])
+            fid += 1
+    appender.close()
+
+
+def test_fct_bars_of_three_spread_seeds_stay_above_zero_and_show_only_classes_with_flows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ecmp's mice take 10, 10 and 100 ms on three seeds: the arithmetic mean 40 ms has a
+    95% half-width of t(0.975, 2) * 52 / sqrt(3) = 129 ms, an interval reaching -89 ms.
+    The plot draws the geometric mean and the interval of the logs instead."""
+    out = tmp_path / "res"
+    mouse = {"size": 5_000, "class": "mouse", "bytes": 5_000}
+    _flows_dir(out, {**{("ecmp", seed): [{**mouse, "fct": fct}]
+                        for seed, fct in ((1, 0.010), (2, 0.010), (3, 0.100))},
+                     **{("spray", seed): [{**mouse, "fct": 0.020}] for seed in (1, 2, 3)}})
+    figures = saved_figures(monkeypatch)
+    report(out)
+    fig = figures["fct_by_class.png"]
+    (ax,) = panels(fig)  # no rabbit or elephant flows: no empty panels for them
+    assert ax.get_title() == "mouse flows" and bar_series(ax) == ["ecmp", "spray"]
+    # By hand, in log10(ms): ecmp's values 1, 1, 2 have mean 4/3 and standard deviation
+    # sqrt(((1/3)^2 + (1/3)^2 + (2/3)^2) / 2) = sqrt(1/3), so the half-width is
+    # t * sqrt(1/3) / sqrt(3) = t / 3, with t = t(0.975, 2) = 0.95 sqrt(2 / (1 - 0.95^2))
+    # = 4.3027 (Student's t with 2 degrees of freedom: F(t) = 1/2 + t / (2 sqrt(2 + t^2))).
+    t = 0.95 * (2 / (1 - 0.95 ** 2)) ** 0.5
+    assert bar_heights(ax, "ecmp") == [pytest.approx(10 ** (4 / 3))]  # 21.5 ms
+    assert bar_heights(ax, "spray") == [pytest.approx(20.0)]
+    whiskers = sorted(intervals(ax))
+    assert whiskers[0] == (pytest.approx(10 ** ((4 - t) / 3)), pytest.approx(10 ** ((4 + t) / 3)))
+    assert whiskers[1] == (pytest.approx(20.0), pytest.approx(20.0))  # equal seeds
+    assert all(low > 0 for low, _high in whiskers)  # 0.79 ms, not -89 ms
+    assert FCT_CAPTION in [text.get_text() for text in fig.texts]
+
+
+def test_the_reorder_figure_is_drawn_only_when_some_scheme_reorders(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    elephant = {"size": 20_000_000, "class": "elephant", "bytes": 20_000_000}
+
+    def runs(spray_reorders: int) -> dict[tuple[str, int], list[dict[str, object]]]:
+        return {(scheme, seed): [{**elephant, "fct": 4.0, "reord_seen": events}]
+                for scheme, events in (("ecmp", 0), ("spray", spray_reorders))
+                for seed in (1, 2)}
+
+    figures = saved_figures(monkeypatch)
+    _flows_dir(tmp_path / "none", runs(0))
+    names = {p.name for p in report(tmp_path / "none").files}
+    assert "reorder_vs_throughput.png" not in names  # every point at 0 events: no figure
+    assert not (tmp_path / "none" / "plots" / "reorder_vs_throughput.png").exists()
+    _flows_dir(tmp_path / "some", runs(40))
+    names = {p.name for p in report(tmp_path / "some").files}
+    assert "reorder_vs_throughput.png" in names
+    (ax,) = panels(figures["reorder_vs_throughput.png"])  # a panel per sweep value
+    # a point per run: 20 MB in 4 s = 40 Mbit/s; 0 and 40 reorder events per long flow
+    assert scatter_points(ax) == {"ecmp": [(0.0, 40.0), (0.0, 40.0)],
+                                  "spray": [(40.0, 40.0), (40.0, 40.0)]}
