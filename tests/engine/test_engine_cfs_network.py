@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 from engine_runs import csv_rows, run_spec
+from figure_content import assert_readable, errorbar_series, panels, saved_figures
 
 pytestmark = pytest.mark.network
 
 SIZE = 1 << 20
 
 
-def test_columns_and_references_in_one_run(tmp_path: Path) -> None:
+def test_columns_and_references_in_one_run(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
     schemes = [{"name": n, "app": "cfs", "transport_options": o} for n, o in (
         ("minrtt", {"scheduler": "minrtt"}), ("redundant", {"scheduler": "redundant"}),
         ("cfs", {"scheduler": "cfs"}), ("tcp-path1", {"mode": "tcp", "path": 1}),
@@ -25,6 +27,7 @@ def test_columns_and_references_in_one_run(tmp_path: Path) -> None:
             "workload": {"type": "sizes", "src": "h1", "dst": "h2", "repetitions": 2,
                          "gap": 3.0},
             "loads": [SIZE], "duration": 6, "drain": 30}
+    figures = saved_figures(monkeypatch)
     result, out = run_spec(spec, tmp_path)
     rows = csv_rows(out / "flows.csv")
     assert len(rows) == 12 and all(r["status"] == "ok" for r in rows), \
@@ -53,4 +56,7 @@ def test_columns_and_references_in_one_run(tmp_path: Path) -> None:
     assert {r["metric"] for r in summary} >= {"dup_bytes", "reorder_peak_bytes",
                                               "subflow_bytes_1", "subflow_bytes_2"}
     assert (out / "fct_by_size.csv").is_file() and (out / "plots/fct_by_size.png").is_file()
+    assert_readable(figures["fct_by_size.png"], "fct_by_size.png")
+    (by_size,) = panels(figures["fct_by_size.png"])  # a line per scheme, all completed
+    assert errorbar_series(by_size) == [s["name"] for s in schemes]
     assert "FCT across the flows of each size" in result.table

@@ -20,6 +20,14 @@ import pytest
 import yaml
 from engine_procs import agent_pid
 from engine_runs import assert_report_rerenders
+from figure_content import (
+    assert_readable,
+    bar_series,
+    intervals,
+    line_series,
+    panels,
+    saved_figures,
+)
 
 from dcnlab.benchmarks.engine import ExperimentError, run_experiment
 from dcnlab.benchmarks.engine.spec import flows_for, load_spec
@@ -45,7 +53,8 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def test_mini_run_every_flow_completes_and_every_row_is_written(tmp_path: Path) -> None:
+def test_mini_run_every_flow_completes_and_every_row_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "small.cdf").write_text(SMALL_CDF)
     spec_path = _write_spec(
         tmp_path, name="mini", topology="fattree:4", switch="ovs", link={"rate": "20M"},
@@ -57,6 +66,7 @@ def test_mini_run_every_flow_completes_and_every_row_is_written(tmp_path: Path) 
     flows = flows_for(load_spec(spec_path), 4, 0.05)
     assert 20 <= len(flows) <= 45  # "about 30 flows" for this seed
     out = tmp_path / "out"
+    figures = saved_figures(monkeypatch)
 
     result = run_experiment(spec_path, out, progress=False)
 
@@ -88,6 +98,13 @@ def test_mini_run_every_flow_completes_and_every_row_is_written(tmp_path: Path) 
     for name in ("spec.yaml", "workload.csv", "summary.csv", "summary.txt", "samples.csv",
                  "plots/fct_cdf_load0.05.png", "plots/fct_by_class.png"):
         assert (out / name).is_file(), name
+    for name in ("fct_cdf_load0.05.png", "fct_by_class.png"):
+        assert_readable(figures[name], name)
+    (cdf,) = panels(figures["fct_cdf_load0.05.png"])
+    assert [label.split(" (n=")[0] for label in line_series(cdf)] == ["ecmp", "single"]
+    for ax in panels(figures["fct_by_class.png"]):  # a class with flows: both ran them
+        assert bar_series(ax) == ["ecmp", "single"]
+        assert all(low > 0 for low, _high in intervals(ax))
     assert "x" in result.table and "single" in result.table
     assert_report_rerenders(out, result.table)
 

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
+from figure_content import assert_readable, panels, saved_figures, scatter_points
 
 from dcnlab.benchmarks.engine import pathdiag
 from dcnlab.benchmarks.engine.metrics import run_metrics, summarize
@@ -108,15 +109,23 @@ def test_summary_and_render_of_paths_rows() -> None:
     assert "queue diff mean (pkts)" in text and "of them undone" in text
 
 
-def test_plot_points_are_per_run_means_of_the_long_flows(tmp_path: Path) -> None:
+def test_plot_points_are_per_run_means_of_the_long_flows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rows = [{"scheme": "spray", "load": 8.0, "seed": 1, "class": "elephant", "status": "ok",
              "measured": True, "reord_seen": n, "bytes": 10_000_000, "fct": f}
             for n, f in ((100, 2.0), (300, 4.0))]
     rows.append({**rows[0], "class": "rabbit", "reord_seen": 9999})
     points = pathdiag.run_points(rows)
     assert points == {("spray", 8.0): [(200.0, pytest.approx(30.0))]}
+    figures = saved_figures(monkeypatch)
     files = pathdiag.plot(rows, tmp_path, "long_flows", ["spray"])
-    assert files == [tmp_path / pathdiag.PLOT_FILE] and files[0].stat().st_size > 0
+    assert files == [tmp_path / pathdiag.PLOT_FILE] and files[0].is_file()
+    fig = figures[pathdiag.PLOT_FILE]
+    assert_readable(fig, pathdiag.PLOT_FILE)
+    (ax,) = panels(fig)  # a panel per sweep value
+    assert ax.get_title() == "long_flows = 8" and ax.get_xlabel() == "reorder events / long flow"
+    # the run's point: (100 + 300) / 2 events; 10 MB in 2 s and in 4 s: (40 + 20) / 2 Mbit/s
+    assert scatter_points(ax) == {"spray": [(200.0, 30.0)]}
 
 
 def test_diagnosis_columns_reach_the_summary_table() -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from engine_runs import assert_report_rerenders, csv_rows, run_spec
+from figure_content import assert_readable, bar_series, line_series, panels, saved_figures
 
 pytestmark = [
     pytest.mark.network,
@@ -34,7 +35,8 @@ pytestmark = [
 CGROUP2 = Path("/sys/fs/cgroup/unified")
 
 
-def test_uc3_scheme_runs_with_agents_and_is_fair(tmp_path: Path) -> None:
+def test_uc3_scheme_runs_with_agents_and_is_fair(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     spec: dict[str, Any] = {
         "name": "uc3mini", "topology": "dumbbell:4", "switch": "ext",
         "link": {"rate": "100M", "buffer": 50},
@@ -48,6 +50,7 @@ def test_uc3_scheme_runs_with_agents_and_is_fair(tmp_path: Path) -> None:
         "loads": [4], "seeds": [1], "duration": 9, "warmup": 3, "drain": 5, "settle": 1,
         "congestion": "reno",
     }
+    figures = saved_figures(monkeypatch)
     result, out = run_spec(spec, tmp_path)
 
     assert result.ok and result.runs == 2 and result.not_ok == 0
@@ -83,6 +86,12 @@ def test_uc3_scheme_runs_with_agents_and_is_fair(tmp_path: Path) -> None:
     for name in ("plots/jain_time_clients4.png", "plots/fairness_bars.png",
                  "runs/uc3/network/uc3_agents/agent-h1.log"):
         assert (out / name).is_file(), name
+    for name in ("jain_time_clients4.png", "fairness_bars.png"):
+        assert_readable(figures[name], name)
+    for ax in panels(figures["jain_time_clients4.png"]):
+        assert line_series(ax) == ["conventional", "uc3"]
+    for ax in panels(figures["fairness_bars.png"]):
+        assert bar_series(ax) == ["conventional", "uc3"]
     assert_report_rerenders(out, result.table)
     # The agents are gone with their cgroups.
     assert not list(CGROUP2.glob("dcnlab-*h1"))

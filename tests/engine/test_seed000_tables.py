@@ -6,6 +6,7 @@ import csv
 from pathlib import Path
 
 import pytest
+from figure_content import assert_readable, bar_heights, bar_series, panels, saved_figures
 
 from dcnlab.benchmarks import seed000_tables as t
 from dcnlab.benchmarks.engine.results import SUMMARY_COLUMNS
@@ -27,7 +28,8 @@ def _row(scheme: str, metric: str, cls: str, mean: float, ratio: object = "",
             "ratio_high95": high, "baseline": baseline}
 
 
-def test_tables_show_ratios_to_both_baselines_and_the_diagnosis(tmp_path: Path) -> None:
+def test_tables_show_ratios_to_both_baselines_and_the_diagnosis(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rows = [_row("ecmp", "tput_mbps", "elephant", 28.0),
             _row("single", "tput_mbps", "elephant", 26.0, 0.95, 0.7, 1.3),
             _row("spray", "tput_mbps", "elephant", 24.5, 0.88, 0.70, 1.12),
@@ -47,8 +49,14 @@ def test_tables_show_ratios_to_both_baselines_and_the_diagnosis(tmp_path: Path) 
     sweep = t.sweep_table(t.scenarios(tmp_path / "sweep"))
     line = next(ln for ln in sweep.splitlines() if ln.startswith("linux"))
     assert "26.0" in line and "28.0" in line and "24.5" in line and "140/139" in line
+    figures = saved_figures(monkeypatch)
     png = t.sweep_plot(t.scenarios(tmp_path / "sweep"), tmp_path / "plot" / "s.png")
-    assert png.is_file() and png.stat().st_size > 1000
+    assert png.is_file()
+    assert_readable(figures["s.png"], "s.png", xlabel=False)
+    (ax,) = panels(figures["s.png"])  # a bar per scheme, a group per setting (the ticks)
+    assert [label.get_text() for label in ax.get_xticklabels()] == ["linux"]
+    assert bar_series(ax) == ["single", "ecmp", "spray"]
+    assert [bar_heights(ax, s)[0] for s in ("single", "ecmp", "spray")] == [26.0, 28.0, 24.5]
 
 
 def test_a_directory_without_summaries_is_a_clear_error(tmp_path: Path) -> None:
