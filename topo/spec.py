@@ -16,8 +16,9 @@ arguments set link parameters for every link (family defaults otherwise)::
     incast:8,rate=100M,ingress@host=abq/k=20p/mode=ece
 
 Queue disciplines (``--switch ext`` only) are named, not built in here: the spec checks
-only their syntax and the switch's registry (switch_ext/src/qdisc/) checks name and
-options.  ``DIR[@SCOPE]=NAME[/KEY=VALUE]...`` where DIR is ``egress`` (the port's output
+their syntax, their names and their option keys against :data:`QDISCS` (a copy of the
+switch's registry, switch_ext/src/qdisc/), and the switch checks the values.
+``DIR[@SCOPE]=NAME[/KEY=VALUE]...`` where DIR is ``egress`` (the port's output
 buffer; default ``droptail``, which ``buffer=``/``ecn=`` configure) or ``ingress``
 (frames received on the port, before the flow tables; default none), and SCOPE says
 which switch ports get it: ``host`` (ports facing hosts), ``fabric`` (ports facing
@@ -39,8 +40,10 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from dcnlab.model.topology import (
+    DEFAULT_EGRESS_QDISC,
     EXTERNAL_TIER,
     QDISC_DIRECTIONS,
+    QDISCS,
     HostSpec,
     Interface,
     LinkParams,
@@ -53,8 +56,8 @@ from dcnlab.model.topology import (
 )
 
 __all__ = [
-    "EXTERNAL_TIER", "QDISC_DIRECTIONS", "VALID_FORMS", "HostSpec", "Interface", "LinkParams",
-    "LinkSpec",
+    "DEFAULT_EGRESS_QDISC", "EXTERNAL_TIER", "QDISCS", "QDISC_DIRECTIONS", "VALID_FORMS",
+    "HostSpec", "Interface", "LinkParams", "LinkSpec",
     "SpecError", "SwitchSpec", "TopologySpec", "families", "host_ip", "host_mac", "parse",
 ]
 
@@ -73,6 +76,9 @@ VALID_FORMS = (
     "buffer=100 (packets) or buffer=64KB, ecn=20 (packets)",
     "queue disciplines (switch ext): egress=NAME/KEY=VALUE/... or ingress=NAME/..., "
     "optionally scoped as egress@host=, egress@fabric=, ingress@host=, ingress@fabric=",
+    "known queue disciplines (option keys): " + "; ".join(
+        f"{direction} {name} ({', '.join(keys)})"
+        for direction, names in QDISCS.items() for name, keys in names.items()),
 )
 
 # Queue-discipline options: "NAME[/KEY=VALUE]...", passed verbatim to the switch.  Only
@@ -81,11 +87,24 @@ QDISC_SCOPES = ("host", "fabric")
 _QDISC_RE = re.compile(r"[a-z][a-z0-9_-]*(/[a-z][a-z0-9_]*=[A-Za-z0-9._:+%-]+)*")
 
 
-def check_qdisc(text: str) -> str:
-    """``text`` if it is ``NAME[/KEY=VALUE]...``, else ValueError saying what is expected."""
+def check_qdisc(direction: str, text: str) -> str:
+    """``text`` if it is ``NAME[/KEY=VALUE]...`` naming a ``direction`` discipline of
+    :data:`QDISCS` with keys it accepts, else ValueError saying what is wrong."""
     if not _QDISC_RE.fullmatch(text):
         raise ValueError("expected NAME[/KEY=VALUE]..., e.g. droptail/buffer=100p/ecn=20p "
                          "(lower-case name and keys; values of letters, digits and ._:+%-)")
+    name, *options = text.split("/")
+    known = QDISCS[direction]
+    if name not in known:
+        elsewhere = [d for d, names in QDISCS.items() if name in names]
+        hint = f"; {name} is an {elsewhere[0]} discipline" if elsewhere else ""
+        raise ValueError(f"unknown {direction} discipline {name!r}; known: "
+                         f"{', '.join(known) or 'none'}{hint}")
+    for option in options:
+        key = option.partition("=")[0]
+        if key not in known[name]:
+            raise ValueError(f"{direction} discipline {name!r} has no option {key!r}; "
+                             f"known: {', '.join(known[name]) or 'none'}")
     return text
 
 
@@ -435,7 +454,7 @@ def _apply_option(params: LinkParams, key: str, value: str) -> LinkParams:
         if at and scope not in QDISC_SCOPES:
             raise ValueError(f"unknown scope @{scope}: use {direction}=, {direction}@host= "
                              f"or {direction}@fabric=")
-        check_qdisc(value)
+        check_qdisc(direction, value)
         scopes = (scope,) if at else QDISC_SCOPES
         return replace(params, **{f"{direction}_{sc}": value for sc in scopes})
     raise KeyError(key)

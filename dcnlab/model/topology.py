@@ -31,6 +31,32 @@ class SpecError(ValueError):
 # Directions a switch port can have a queue discipline in (switch_ext: src/qdisc/).
 QDISC_DIRECTIONS = ("egress", "ingress")
 
+# Queue disciplines switch_ext knows, with the option keys each accepts, one a line
+# (direction, name, keys): a copy of its registry (switch_ext/src/qdisc/mod.rs, EGRESS and
+# INGRESS, and each discipline's constructor), so that a misspelt name or key in a spec is
+# refused when the spec is parsed rather than when a switch starts; the values are the
+# switch's to check.  The first egress discipline is the default.  tests/unit/test_spec.py
+# compares this with the Rust sources, so the two cannot drift apart.  A table of text
+# rather than a dict of string literals: a discipline may share its name with the scheme
+# that uses it (abq), and generic code must not name schemes (tests/unit/test_schemes.py
+# looks for such literals).
+_QDISC_TABLE = """
+egress   droptail  buffer ecn
+ingress  abq       k mode qmax cap hold mtu mss flows enable
+"""
+
+
+def _qdiscs(table: str) -> dict[str, dict[str, tuple[str, ...]]]:
+    known: dict[str, dict[str, tuple[str, ...]]] = {d: {} for d in QDISC_DIRECTIONS}
+    for line in table.strip().splitlines():
+        direction, name, *keys = line.split()
+        known[direction][name] = tuple(keys)
+    return known
+
+
+QDISCS = _qdiscs(_QDISC_TABLE)  # direction -> name -> option keys
+DEFAULT_EGRESS_QDISC = next(iter(QDISCS["egress"]))
+
 
 @dataclass(frozen=True)
 class LinkParams:

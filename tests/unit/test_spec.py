@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from dcnlab.topo.spec import EXTERNAL_TIER, SpecError, TopologySpec, parse
+from dcnlab.topo.spec import EXTERNAL_TIER, QDISCS, SpecError, TopologySpec, parse
+
+QDISC_SOURCES = Path(__file__).parents[2] / "switch_ext" / "src" / "qdisc"
 
 
 @pytest.mark.parametrize(
@@ -123,18 +128,19 @@ def test_dict_round_trip() -> None:
 
 def test_queue_disciplines_by_direction_and_port_scope() -> None:
     topo = parse("incast:4,rate=100M,ingress@host=abq/k=20p/mode=ece,"
-                 "egress=droptail/buffer=50p/ecn=10p,egress@fabric=red/min=5p")
+                 "egress=droptail/buffer=50p/ecn=10p,egress@fabric=droptail/ecn=5p")
     p = topo.default_params
     assert (p.ingress_host, p.ingress_fabric) == ("abq/k=20p/mode=ece", None)
     # A scoped option after an unscoped one overrides it on its ports only.
-    assert (p.egress_host, p.egress_fabric) == ("droptail/buffer=50p/ecn=10p", "red/min=5p")
+    assert (p.egress_host, p.egress_fabric) == ("droptail/buffer=50p/ecn=10p",
+                                                "droptail/ecn=5p")
     assert p.qdisc("ingress", towards_host=True) == "abq/k=20p/mode=ece"
     assert p.qdisc("ingress", towards_host=False) is None
-    assert p.qdisc("egress", towards_host=False) == "red/min=5p"
+    assert p.qdisc("egress", towards_host=False) == "droptail/ecn=5p"
     assert p.buffer_pkts == 80  # the family default stays; egress= replaces it at the switch
     assert all(lk.params == p for lk in topo.links)
     assert topo.spec == ("incast:4,rate=100M,ingress@host=abq/k=20p/mode=ece,"
-                         "egress=droptail/buffer=50p/ecn=10p,egress@fabric=red/min=5p")
+                         "egress=droptail/buffer=50p/ecn=10p,egress@fabric=droptail/ecn=5p")
     assert TopologySpec.from_dict(topo.to_dict()) == topo
     assert topo.needs_emulation()
     assert parse("fattree:4,ingress=abq").default_params.ingress_fabric == "abq"
@@ -151,6 +157,15 @@ def test_queue_disciplines_by_direction_and_port_scope() -> None:
         ("fattree:4,egress=droptail/buffer=20p/", "expected NAME[/KEY=VALUE]"),
         ("fattree:4,ingress=abq/k=a;b", "expected NAME[/KEY=VALUE]"),
         ("fattree:4,queue@host=abq", "unknown link option"),
+        # Names and option keys the switch would refuse are refused here, naming the
+        # known ones (QDISCS, held to switch_ext's registry below).
+        ("fattree:4,egress=nosuch/x=1", "unknown egress discipline 'nosuch'; known: droptail"),
+        ("fattree:4,ingress@host=red", "unknown ingress discipline 'red'; known: abq"),
+        ("fattree:4,egress@fabric=abq/k=20p", "abq is an ingress discipline"),
+        ("fattree:4,egress=droptail/k=5p",
+         "egress discipline 'droptail' has no option 'k'; known: buffer, ecn"),
+        ("fattree:4,ingress=abq/k=20p/window=1",
+         "ingress discipline 'abq' has no option 'window'; known: k, mode,"),
         ("fatree:4", "unknown family"),
         ("fattree:5", "even K"),
         ("fattree:x", "not an integer"),
@@ -173,6 +188,62 @@ def test_bad_specs_say_why_and_list_valid_forms(spec: str, why: str) -> None:
     text = str(err.value)
     assert why in text
     assert "valid forms:" in text and "fattree:K" in text and "spineleaf:S,L,H" in text
+
+
+def _rust_option_keys(source: str, module: str) -> tuple[str, ...]:
+    """The keys a discipline's constructor accepts: the list it names when it refuses an
+    unknown one (``unknown_option(k, &["buffer", "ecn"])``, or ``unknown_option(k,
+    OPTIONS)`` with ``const OPTIONS: &[&str] = &[...]``)."""
+    lists = set(re.findall(r"unknown_option\(\w+,\s*(&\[[^\]]*\]|\w+)\)", source))
+    assert len(lists) == 1, (f"{module}.rs: expected one unknown_option(key, KNOWN) list, "
+                             f"found {lists}; update this test's reading of the Rust sources")
+    known = lists.pop()
+    if not known.startswith("&["):
+        const = re.search(rf"const {known}: &\[&str\] = (&\[[^\]]*\]);", source)
+        assert const, f"{module}.rs: no const {known}"
+        known = const.group(1)
+    return tuple(re.findall(r'"([^"]+)"', known))
+
+
+def _rust_qdiscs() -> dict[str, dict[str, tuple[str, ...]]]:
+    """switch_ext's registry (qdisc/mod.rs: EGRESS, INGRESS), read from its sources."""
+    registry = (QDISC_SOURCES / "mod.rs").read_text()
+    found: dict[str, dict[str, tuple[str, ...]]] = {}
+    for direction in ("egress", "ingress"):
+        table = re.search(rf"pub const {direction.upper()}: &\[\(&str, \w+\)\] = &\[(.*?)\];",
+                          registry, re.S)
+        assert table, f"no {direction.upper()} table in qdisc/mod.rs"
+        # (module::NAME, module::build) or, as switch_ext/README.md shows, ("name", ...)
+        entries = re.findall(r'\(\s*(?:"([^"]+)"|\w+::NAME)\s*,\s*(\w+)::build\s*\)',
+                             table.group(1))
+        assert len(entries) == table.group(1).count("("), \
+            f"{direction.upper()}: every entry should read (module::NAME, module::build)"
+        found[direction] = {}
+        for literal, module in entries:
+            source = (QDISC_SOURCES / f"{module}.rs").read_text()
+            name = literal or re.search(r'pub const NAME: &str = "([^"]+)";', source)
+            assert name, f"{module}.rs: no pub const NAME"
+            found[direction][name if literal else name.group(1)] = \
+                _rust_option_keys(source, module)
+    return found
+
+
+def test_queue_disciplines_known_here_are_switch_exts() -> None:
+    """QDISCS (the spec parser checks names and keys against it) is switch_ext's
+    registry: the same directions, names in the same order (the first egress one is the
+    default) and the same option keys."""
+    rust = _rust_qdiscs()
+    assert rust["egress"] and rust["ingress"]
+    assert {d: list(t.items()) for d, t in QDISCS.items()} == \
+        {d: list(t.items()) for d, t in rust.items()}
+
+
+def test_every_known_discipline_and_key_is_accepted() -> None:
+    for direction, names in QDISCS.items():
+        for name, keys in names.items():
+            text = "/".join([name, *(f"{key}=1" for key in keys)])
+            params = parse(f"fattree:4,{direction}@host={text}").default_params
+            assert params.qdisc(direction, towards_host=True) == text
 
 
 def test_twopath_has_the_seed_003_paths_and_reorder_is_an_option() -> None:
