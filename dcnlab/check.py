@@ -30,6 +30,32 @@ TRANSFER_TIMEOUT = 120.0
 PING_TIMEOUT_S = 2
 PING_RETRIES = 3  # pings for a pair that lost its first one
 
+# The fields of the JSON line every check prints, in order (``dcnlab check --help`` shows
+# them; tests/unit/test_cli_help.py holds this list to the code below that sets them).  A
+# scheme's invariant adds fields of its own after ``cores``; a check that stops early
+# (a scheme that refuses the switch kind) prints only topo, app, switch, ok and failures.
+FIELDS: dict[str, str] = {
+    "topo": "the topology spec checked, in canonical form, with the scheme's own topology "
+            "options appended",
+    "app": "the --app given",
+    "switch": "the switch kind",
+    "startup_s": "seconds until the network and the controller were ready",
+    "pingall": "share of ordered host pairs that reach each other by ping (1.0: all)",
+    "pingall_first_lost": f"pairs whose first ping was lost (a slow ARP answer, say) but "
+                          f"that got a second chance of {PING_RETRIES} pings",
+    "tcp_flows": f"concurrent iperf3 transfers of {FLOW_BYTES}B between hosts in different "
+                 f"pods (racks where there is one pod), at most 16",
+    "tcp_completed": f"how many of them completed within {TRANSFER_TIMEOUT:g} s",
+    "transfer_s": "seconds the transfers took",
+    "cores_used": "top-tier switches (core/spine) that carried more than 5 % of the "
+                  "transfers' bytes (OpenFlow port statistics)",
+    "cores": "top-tier switches in the topology",
+    "warnings": "the app's warnings",
+    "ryu_errors": "OpenFlow errors the switches sent the app (any one fails the check)",
+    "ok": "true when failures is empty",
+    "failures": "one message per part of the check that failed",
+}
+
 
 @dataclass
 class CheckResult:

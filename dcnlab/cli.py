@@ -1,29 +1,41 @@
 """The ``dcnlab`` command.
 
-::
-
-    dcnlab up    --topo SPEC --app APP [--switch ovs|ext|ofss]   interactive network
-    dcnlab check --topo SPEC --app APP [--switch S]              smoke test, one JSON line
-    dcnlab run   EXPERIMENT.yaml [--out DIR]                     comparative experiment
-    dcnlab run   --resume DIR                                    continue an interrupted one
-    dcnlab report DIR                                            re-render table and plots
-    dcnlab topo  SPEC                                            describe a topology spec
-    dcnlab schemes                                               list the known schemes
+The subcommands and their help (root, output, exit status) are declared once, in
+:func:`build_parser`; ``dcnlab --help`` lists them and ``dcnlab COMMAND --help`` explains
+one.  Help text is plain text for a terminal: no markup.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 
-from dcnlab.topo.spec import SpecError, parse
+from dcnlab.topo.spec import (
+    DEFAULT_EGRESS_QDISC,
+    LinkParams,
+    SpecError,
+    TopologySpec,
+    parse,
+)
 
+EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+
+SWITCH_KINDS = ("ovs", "ext", "ofss")
+WIDTH = 92  # help and description text is wrapped to this many columns
+
+DESCRIPTION = ("The dcnlab command: build emulated data-center networks with a routing "
+               "scheme, test them, run comparative experiments and report on them.")
+ROOT_WHY = "Mininet creates network namespaces and veths"
 
 
 def _die(message: str, code: int = EXIT_USAGE) -> None:
@@ -33,15 +45,18 @@ def _die(message: str, code: int = EXIT_USAGE) -> None:
 
 def _require_root() -> None:
     if os.geteuid() != 0:
-        _die("building a network needs root (Mininet creates namespaces and veths): "
-             "run with sudo")
+        _die(f"building a network needs root ({ROOT_WHY}): run with sudo")
+
+
+def _topology_arg(text: str) -> TopologySpec:
+    try:
+        return parse(text)
+    except SpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _spec_arg(text: str) -> str:
-    try:
-        return parse(text).spec
-    except SpecError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return _topology_arg(text).spec
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
@@ -55,7 +70,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
         print(f"dcnlab: {args.topo} with {args.app} on {args.switch} switches is up; "
               f"controller log: {net.controller_log}; node names carry prefix {net.prefix}")
         CLI(net.mn)
-    return 0
+    return EXIT_OK
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -64,11 +79,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     result = check(args.topo, args.app, args.switch, args.select_mode)
     print(result.line(), flush=True)
-    return 0 if result.ok else EXIT_FAILED
+    return EXIT_OK if result.ok else EXIT_FAILED
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from dcnlab.benchmarks.engine import run_experiment
+    from dcnlab.benchmarks.engine import ExperimentError, run_experiment
     from dcnlab.benchmarks.engine.runner import (
         resume_source,
         resume_target,
@@ -81,7 +96,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.experiment is not None or args.out is not None:
             _die("--resume DIR takes the experiment and the output directory from DIR; "
                  "give no EXPERIMENT.yaml or --out with it")
-        args.experiment = str(resume_source(args.resume))
+        if not Path(args.resume).is_dir():
+            _die(f"--resume {args.resume}: no such directory (give the output directory of "
+                 "an earlier dcnlab run)")
+        try:
+            args.experiment = str(resume_source(args.resume))
+        except ExperimentError as exc:  # not a results directory: a usage error
+            _die(str(exc))
         # One scenario's directory resumes that scenario, in place (not every scenario
         # of the file, nested under it).
         args.out, scenario = resume_target(args.resume)
@@ -111,7 +132,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
               f"{', '.join(map(str, where))}", file=sys.stderr)
     for error in result.errors:
         print(f"dcnlab: error: {error}", file=sys.stderr)
-    return 0 if result.ok else EXIT_FAILED
+    return EXIT_OK if result.ok else EXIT_FAILED
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -121,11 +142,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
     print(result.table)
     for path in result.files:
         print(f"  {path}")
-    return 0
+    return EXIT_OK
 
 
 def _app_arg(text: str) -> str:
-    """A scheme's short name (``ecmp``), or a Ryu app module or file of one's own."""
+    """A scheme's short name (ecmp), or a Ryu app module or file of one's own."""
     from dcnlab.schemes import registry
 
     if not registry.is_app_path(text):
@@ -149,18 +170,182 @@ def _cmd_schemes(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1])
-    return 0
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- dcnlab topo
+
+# Lists longer than this (hosts, the links of one kind) are cut short unless --all.
+TOPO_LIST_LIMIT = 64
+
+
+def _amount(value: float, unit: str) -> str:
+    return f"{value:g} {unit}"
+
+
+def _rate(mbit: float) -> str:
+    if mbit >= 1000:
+        return _amount(mbit / 1000, "Gbit/s")
+    if mbit < 1:
+        return _amount(mbit * 1000, "kbit/s")
+    return _amount(mbit, "Mbit/s")
+
+
+def _time(us: int) -> str:
+    if us >= 1_000_000:
+        return _amount(us / 1_000_000, "s")
+    if us >= 1000:
+        return _amount(us / 1000, "ms")
+    return _amount(us, "us")
+
+
+@functools.cache  # links of a family share a few LinkParams; fattree:48 has 82,944 links
+def describe_link(params: LinkParams, towards_host: bool) -> str:
+    """One line of a link's parameters, as the switch port at its end applies them
+    (a port facing a host when ``towards_host``, else one facing another switch)."""
+    parts = [_rate(params.rate_mbit) if params.rate_mbit is not None else "unshaped (no rate)"]
+    parts.append(f"delay {_time(params.delay_us)} one way" if params.delay_us
+                 else "no added delay")
+    if params.jitter_us:
+        parts.append(f"jitter {_time(params.jitter_us)}"
+                     + (" (may reorder)" if params.reorder else " (in order)"))
+    egress = params.qdisc("egress", towards_host)
+    if egress is not None:  # an explicit discipline replaces buffer=/ecn= on its ports
+        queue = [f"egress {egress}"]
+    else:
+        queue = [f"buffer {params.buffer_pkts} packets" if params.buffer_pkts is not None
+                 else f"buffer {params.buffer_bytes} bytes" if params.buffer_bytes is not None
+                 else "buffer unbounded"]
+        if params.ecn_threshold_pkts is not None:
+            queue.append(f"ECN mark from {params.ecn_threshold_pkts} packets queued")
+        queue.append(f"egress {DEFAULT_EGRESS_QDISC} (default)")
+    shaped = params.rate_mbit is not None
+    queued = egress is not None or params.buffer_pkts is not None \
+        or params.buffer_bytes is not None or params.ecn_threshold_pkts is not None
+    if queued and not shaped:
+        queue[-1] += " (ignored: a queue needs a rate)"
+    parts += queue
+    ingress = params.qdisc("ingress", towards_host)
+    parts.append(f"ingress {ingress}" if ingress is not None else "no ingress discipline")
+    return ", ".join(parts)
+
+
+def _names(names: Iterable[str]) -> str:
+    """s1 s2 s3 s5 s6 -> "s1..s3 s5 s6": runs of three or more consecutive numbers as
+    ranges."""
+    out: list[str] = []
+    run: list[tuple[str, int]] = []
+
+    def flush() -> None:
+        if run:
+            first, last = run[0], run[-1]
+            if len(run) < 3:
+                out.extend(f"{stem}{n}" for stem, n in run)
+            else:
+                out.append(f"{first[0]}{first[1]}..{last[0]}{last[1]}")
+            run.clear()
+
+    for name in names:
+        stem, digits = name.rstrip("0123456789"), name[len(name.rstrip("0123456789")):]
+        if not digits:
+            flush()
+            out.append(name)
+            continue
+        if run and run[-1][0] == stem and run[-1][1] + 1 == int(digits):
+            run.append((stem, int(digits)))
+        else:
+            flush()
+            run.append((stem, int(digits)))
+    flush()
+    return " ".join(out)
+
+
+def _count(items: Sequence[object], noun: str, plural: str = "s") -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else plural}"
+
+
+def _pack(items: Sequence[str], indent: str) -> list[str]:
+    """``items`` separated by commas in lines of at most WIDTH columns, none split."""
+    lines: list[str] = []
+    for i, item in enumerate(items):
+        text = item + ("," if i < len(items) - 1 else "")
+        if lines and len(lines[-1]) + 1 + len(text) <= WIDTH:
+            lines[-1] += " " + text
+        else:
+            lines.append(indent + text)
+    return lines
+
+
+def _cut(items: list[str], limit: int | None) -> tuple[list[str], str]:
+    if limit is None or len(items) <= limit:
+        return items, ""
+    return items[:limit], f"... and {len(items) - limit} more (--all lists every one)"
+
+
+def describe(topo: TopologySpec, limit: int | None = TOPO_LIST_LIMIT) -> list[str]:
+    """``dcnlab topo``'s description of a topology: switches by tier, hosts with their
+    addresses and attachments, links grouped by their parameters."""
+    is_switch = {s.name for s in topo.switches}
+    lines = [f"{topo.spec}: {_count(topo.switches, 'switch', 'es')}, "
+             f"{_count(topo.hosts, 'host')}, {_count(topo.links, 'link')}"]
+
+    lines.append("switches by tier:")
+    tiers: dict[str, list] = {}
+    for s in topo.switches:
+        tiers.setdefault(s.tier, []).append(s)
+    width = max(len(t) for t in tiers)
+    for tier, members in tiers.items():
+        pods: dict[int | None, list[str]] = {}
+        for s in members:
+            pods.setdefault(s.pod, []).append(s.name)
+        where = "; ".join(_names(names) if pod is None or len(pods) == 1
+                          else f"pod {pod}: {_names(names)}" for pod, names in pods.items())
+        lines.append(f"  {tier:<{width}}  {len(members):>3}  {where}")
+
+    lines.append("hosts (address on switch port):")
+    by_iface = {(lk.a, lk.a_port): lk for lk in topo.links if lk.a not in is_switch}
+    rows = []
+    for h in topo.hosts:
+        ifaces = []
+        for index, iface in enumerate(h.interfaces):
+            text = f"{iface.ip} on {iface.switch} port {iface.port}"
+            link = by_iface.get((h.name, index))
+            if len(h.interfaces) > 1 and link is not None:  # one path each: say which is which
+                text += f" ({describe_link(link.params, towards_host=True).split(', ')[0]})"
+            ifaces.append(text)
+        label = ", ".join(x for x in (h.role, f"group {h.group}" if h.group else "") if x)
+        rows.append(f"  {h.name:<6} {'; '.join(ifaces)}" + (f"  [{label}]" if label else ""))
+    shown, more = _cut(rows, limit)
+    lines += shown + ([f"  {more}"] if more else [])
+
+    lines.append("links (switch:port, host-interface), grouped by parameters:")
+    groups: dict[tuple[bool, str], list[str]] = {}
+    kinds: set[LinkParams] = set()
+    for lk in topo.links:
+        kinds.add(lk.params)
+        to_host = (lk.a in is_switch) != (lk.b in is_switch)
+        ends = [f"{n}:{p}" if n in is_switch else f"{n}-eth{p}"
+                for n, p in ((lk.a, lk.a_port), (lk.b, lk.b_port))]
+        groups.setdefault((to_host, describe_link(lk.params, to_host)), []).append(
+            " <-> ".join(ends))
+    for (to_host, text), links in groups.items():
+        kind = "host" if to_host else "switch-to-switch"
+        lines += textwrap.wrap(f"{_count(links, f'{kind} link')}: {text}", WIDTH,
+                               initial_indent="  ", subsequent_indent="      ")
+        shown, more = _cut(links, limit)
+        lines += _pack(shown, "    ")
+        if more:
+            lines.append(f"    {more}")
+    if any(p.needs_emulation() for p in kinds):  # TopologySpec.needs_emulation, but faster
+        lines += textwrap.wrap("delay, jitter, buffers, ECN marking and queue disciplines "
+                               "take effect on --switch ext; ovs and ofss apply the rate "
+                               "only (with a warning)", WIDTH)
+    return lines
 
 
 def _cmd_topo(args: argparse.Namespace) -> int:
-    spec = parse(args.spec)
-    tiers: dict[str, int] = {}
-    for s in spec.switches:
-        tiers[s.tier] = tiers.get(s.tier, 0) + 1
-    print(f"{spec.spec}: {len(spec.switches)} switches "
-          f"({', '.join(f'{n} {t}' for t, n in tiers.items())}), {len(spec.hosts)} hosts, "
-          f"{len(spec.links)} links; link defaults {spec.default_params}")
-    return 0
+    print("\n".join(describe(args.spec, None if args.all else TOPO_LIST_LIMIT)))
+    return EXIT_OK
 
 
 def _cmd_mp(args: argparse.Namespace) -> int:
@@ -173,30 +358,161 @@ def _cmd_mp(args: argparse.Namespace) -> int:
     return subprocess.call([exe, *args.mp_args])
 
 
+# ---------------------------------------------------------------------------- help
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as given (wrapped here); the command list without argparse's line
+    of the form {up,check,...} above it."""
+
+    def _format_action(self, action: argparse.Action) -> str:
+        text = super()._format_action(action)
+        if action.nargs == argparse.PARSER:
+            text = text.split("\n", 1)[1]
+        return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose help may end with text made only when help is shown
+    (``details``): ``check``'s fields come from :mod:`dcnlab.check`, which imports
+    Mininet, too slow to import for every command."""
+
+    details: Callable[[], str] | None = None
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        return text + "\n" + self.details() if self.details is not None else text
+
+
+def _wrap(text: str, indent: str = "") -> str:
+    return "\n".join(textwrap.wrap(text, WIDTH, initial_indent=indent,
+                                   subsequent_indent=indent + ("  " if indent else "")))
+
+
+def _table(rows: Iterable[tuple[str, str]], indent: str = "  ") -> str:
+    rows = list(rows)
+    width = max(len(key) for key, _ in rows)
+    lead = indent + " " * (width + 2)
+    return "\n".join(textwrap.fill(value, WIDTH, initial_indent=f"{indent}{key:<{width}}  ",
+                                   subsequent_indent=lead) for key, value in rows)
+
+
+INTERRUPTED = "interrupted (Ctrl-C, or SIGTERM as from kill or a batch scheduler)"
+
+
+def _epilog(root: str, prints: str, exits: Sequence[tuple[int, str]]) -> str:
+    return "\n".join([_wrap(f"root: {root}"), _wrap(f"prints: {prints}"), "exit status:",
+                      _table((str(code), why) for code, why in exits)])
+
+
+def _add(sub: argparse._SubParsersAction, name: str, summary: str, what: str, root: str,
+         prints: str, exits: Sequence[tuple[int, str]],
+         func: Callable[[argparse.Namespace], int], more: str = "") -> _Parser:
+    """Subcommand ``name``: ``summary`` in the command list, ``what`` it does (then
+    ``more``, preformatted) atop its help, and below it whether it needs ``root``, what
+    it ``prints`` and its ``exits`` (code, meaning)."""
+    parser: _Parser = sub.add_parser(
+        name, help=summary, description=_wrap(what) + more,
+        epilog=_epilog(root, prints, exits), formatter_class=_Formatter)
+    parser.set_defaults(func=func)
+    return parser
+
+
+def _check_details() -> str:
+    from dcnlab.check import FIELDS
+    from dcnlab.schemes import registry
+
+    own = [s.name for s in registry.registry().schemes.values() if s.check is not None]
+    return "\n".join([
+        "the JSON line's fields:", _table(FIELDS.items()),
+        _wrap(f"Schemes with an invariant of their own ({', '.join(own)}) add fields and "
+              "failures of their own after cores (see the scheme's check in "
+              "dcnlab/schemes/NAME). A scheme that refuses the switch kind makes a line of "
+              "topo, app, switch, ok and failures only."), ""])
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dcnlab", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
+    from dcnlab.schemes import registry
+
+    p = argparse.ArgumentParser(
+        prog="dcnlab", description=_wrap(DESCRIPTION),
+        epilog=_wrap("Each command's --help says whether it needs root, what it prints and "
+                     "its exit status."),
+        formatter_class=_Formatter)
+    sub = p.add_subparsers(dest="command", required=True, title="commands",
+                           metavar="COMMAND", parser_class=_Parser)
+    schemes = registry.names()
+    usage_error = (EXIT_USAGE, "usage error: bad arguments or topology spec, unknown scheme, "
+                               "not root (message on stderr)")
+    interrupted = (EXIT_INTERRUPTED, f"{INTERRUPTED}: everything it started was stopped")
+    needs_root = f"needed ({ROOT_WHY}); run with sudo"
 
     def network_args(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--topo", required=True, type=_spec_arg,
-                        help="topology spec, e.g. fattree:4 or spineleaf:4,4,4")
-        sp.add_argument("--app", required=True, type=_app_arg,
-                        help="scheme name (see `dcnlab schemes`) or a Ryu app module/file")
-        sp.add_argument("--switch", default="ovs", choices=("ovs", "ext", "ofss"),
-                        help="switch kind (default: ovs, userspace datapath)")
+        sp.add_argument("--topo", required=True, type=_spec_arg, metavar="SPEC",
+                        help="topology spec, e.g. fattree:4 or spineleaf:4,4,4 (dcnlab topo "
+                        "--help lists the forms)")
+        sp.add_argument("--app", required=True, type=_app_arg, metavar="APP",
+                        help=f"a scheme ({', '.join(schemes)}; dcnlab schemes describes "
+                        "them) or a Ryu app module or file of your own")
+        sp.add_argument("--switch", default="ovs", choices=SWITCH_KINDS,
+                        help="switch kind: ovs (Open vSwitch, userspace datapath; the "
+                        "default), ext (dcnlab's own switch: delay, buffers, ECN, queue "
+                        "disciplines) or ofss (ofsoftswitch13, if installed)")
 
-    up = sub.add_parser("up", help="start a network and open the Mininet CLI")
+    up = _add(sub, "up", "start a network and open the Mininet CLI (root)",
+              "Build the network of --topo with --switch switches and the app's controller, "
+              "then open the Mininet CLI on it (mininet> prompt); leaving it (exit or "
+              "Ctrl-D) stops and removes everything.", needs_root,
+              "one line: the spec, app and switch kind, the controller's log file and the "
+              "run's node-name prefix; then the Mininet CLI's own output",
+              [(EXIT_OK, "the CLI was left and the network taken down"),
+               (EXIT_FAILED, "the network could not be built (message on stderr)"),
+               usage_error,
+               (EXIT_INTERRUPTED, f"{INTERRUPTED} while the network was being built; at the "
+                                  "mininet> prompt Ctrl-C stops the running command only")],
+              _cmd_up)
     network_args(up)
-    up.set_defaults(func=_cmd_up)
 
-    chk = sub.add_parser("check", help="smoke test: connectivity plus the app's invariant")
+    chk = _add(sub, "check", "smoke-test a scheme on a network, print one JSON line (root)",
+               "Build the network, ping every ordered pair of hosts, run concurrent TCP "
+               "transfers between pods, count the bytes each top-tier switch carried, then "
+               "test the scheme's own invariant (ECMP spreads flows over the top tier, "
+               "TCP-Path explores around a loaded spine, ...); dcnlab schemes names the "
+               "topology each invariant is meant for. Apps of no scheme get the generic "
+               "part only.", needs_root,
+               "one JSON object on one line on stdout (fields below); diagnostics on stderr",
+               [(EXIT_OK, "every part passed: the line has \"ok\": true"),
+                (EXIT_FAILED, "a part failed (\"ok\": false, \"failures\" say which), or the "
+                              "network could not be built (message on stderr, no line)"),
+                usage_error, interrupted],
+               _cmd_check)
+    chk.details = _check_details
     network_args(chk)
     chk.add_argument("--select-mode", default="random", choices=("random", "rr"),
                      help="per-packet select mode, for schemes that ask switch_ext for one")
-    chk.set_defaults(func=_cmd_check)
 
-    run = sub.add_parser("run", help="run a comparative experiment")
+    run = _add(sub, "run", "run a comparative experiment from a YAML file (root)",
+               "Run every scheme x seed x load (or other swept value) of the experiment file, "
+               "each on a fresh network, and write per-flow and per-run CSVs, a summary "
+               "table and plots. --resume DIR continues an interrupted or failed experiment "
+               "in its output directory.",
+               "needed to run; the experiment file and --scenarios are checked first, "
+               "without root",
+               "on stderr, a time estimate, a progress bar, the summary table and where the "
+               "results are; on stdout the files written (with --quiet: no progress bar, and "
+               "the table and the results directory go to stdout); flows that did not "
+               "complete are counted on stderr",
+               [(EXIT_OK, "every run ran (flows that did not complete are data: flows.csv "
+                          "says why)"),
+                (EXIT_FAILED, "the experiment did not run (its output directory already "
+                              "holds results, say) or stopped early (a network did not "
+                              "start, a run failed): what ran is kept and --resume DIR "
+                              "continues it"),
+                (EXIT_USAGE, "usage error: bad experiment file, unknown scenario, --resume "
+                             "on a directory that is not a run's output, not root"),
+                (EXIT_INTERRUPTED, f"{INTERRUPTED}: everything it started was stopped, the "
+                                   "results so far are kept; --resume DIR continues")],
+               _cmd_run)
     run.add_argument("experiment", nargs="?", help="experiment YAML file")
     run.add_argument("--out", default=None, help="output directory (default: results/<name>)")
     run.add_argument("--resume", metavar="DIR", default=None,
@@ -205,28 +521,49 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--scenarios", metavar="A,B", default=None,
                      help="run only these scenarios of the experiment file")
-    run.set_defaults(func=_cmd_run)
 
-    rep = sub.add_parser("report", help="re-render table and plots from a results directory")
-    rep.add_argument("dir")
-    rep.set_defaults(func=_cmd_report)
+    rep = _add(sub, "report", "re-render a results directory's table and plots",
+               "Read the CSVs of an experiment's output directory and write its summary "
+               "table and plots again.", "not needed",
+               "the summary table, then the files written",
+               [(EXIT_OK, "done"),
+                (EXIT_USAGE, "usage error: DIR is not a results directory, bad "
+                             "arguments")],
+               _cmd_report)
+    rep.add_argument("dir", metavar="DIR", help="an experiment's output directory")
 
-    schemes = sub.add_parser("schemes", help="list the known schemes and what they need")
-    schemes.set_defaults(func=_cmd_schemes)
+    _add(sub, "schemes", "list the known schemes and what they need",
+         "List every scheme: the seed paper it reproduces, its Ryu app, the switch kind or "
+         "host agents it needs, the topology its dcnlab check invariant is meant for, and "
+         "what it does.", "not needed", "a table, one scheme a line",
+         [(EXIT_OK, "listed"), (EXIT_USAGE, "usage error: bad arguments")], _cmd_schemes)
 
-    topo = sub.add_parser("topo", help="parse and describe a topology spec")
-    topo.add_argument("spec", type=_spec_arg)
-    topo.set_defaults(func=_cmd_topo)
+    from dcnlab.topo.spec import VALID_FORMS
 
-    mp = sub.add_parser("mp", help="the multipath transport: `dcnlab mp serve|send|schedulers "
-                        "...` (dcnlab-mp; `dcnlab mp --help`)", add_help=False)
+    topo = _add(sub, "topo", "describe a topology spec",
+                "Parse a topology spec and describe the network it builds: switches by "
+                "tier, hosts with their addresses and attachments, and links with their "
+                "rate, delay, buffer, ECN marking and queue disciplines.", "not needed",
+                "the description, one section each for switches, hosts and links",
+                [(EXIT_OK, "the spec is valid"),
+                 (EXIT_USAGE, "a bad spec: the message says why and lists the valid forms")],
+                _cmd_topo, more="\n\nforms:\n" + "\n".join(_wrap(f, "  ") for f in VALID_FORMS))
+    topo.add_argument("spec", type=_topology_arg, metavar="SPEC",
+                      help="a topology spec, of one of the forms above")
+    topo.add_argument("--all", action="store_true",
+                      help=f"list every host and link (default: at most {TOPO_LIST_LIMIT} "
+                      "of each list)")
+
+    mp = sub.add_parser("mp", help="the multipath transport dcnlab-mp: serve, send, "
+                        "schedulers ... (no root; dcnlab mp --help is its own help: "
+                        "output and exit status)", add_help=False)
     mp.add_argument("mp_args", nargs=argparse.REMAINDER)
     mp.set_defaults(func=_cmd_mp)
     return p
 
 
 def _stop_on_sigterm() -> None:
-    """SIGTERM (``kill PID``, a batch scheduler's time limit) stops a command as Ctrl-C
+    """SIGTERM (kill PID, a batch scheduler's time limit) stops a command as Ctrl-C
     does: everything a run started is stopped and its results so far are kept.  A second
     SIGTERM while that clean-up runs is ignored (SIGKILL still ends it)."""
     def interrupt(signum: int, frame: object) -> None:
@@ -243,10 +580,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return _cmd_mp(argparse.Namespace(mp_args=argv[1:]))
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: subprocess.call ended dcnlab-mp
-            return 130
+            return EXIT_INTERRUPTED
     args = build_parser().parse_args(argv)
     from dcnlab.benchmarks.engine import ExperimentError, ResultsError, SpecFileError
-    from dcnlab.topo.network import NetworkError
+    from dcnlab.topo.errors import NetworkError  # not .network: that imports Mininet
 
     try:
         return args.func(args)
@@ -256,7 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _die(str(exc), EXIT_FAILED)
     except KeyboardInterrupt:
         print("dcnlab: interrupted; everything this run started was stopped", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

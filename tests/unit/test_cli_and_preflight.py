@@ -31,12 +31,6 @@ def test_not_root_is_a_clear_error(monkeypatch: pytest.MonkeyPatch,
         network.preflight(get_switch_kind("ovs"))
 
 
-def test_topo_describes_a_spec(capsys: pytest.CaptureFixture) -> None:
-    assert cli.main(["topo", "fattree:4,rate=10M"]) == 0
-    out = capsys.readouterr().out
-    assert "20 switches (4 core, 8 agg, 8 edge), 16 hosts" in out
-
-
 def test_missing_open_vswitch_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     monkeypatch.setattr(ovs, "_search_path", lambda: "/nonexistent")
