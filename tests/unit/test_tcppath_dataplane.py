@@ -7,6 +7,8 @@ app learns what it reports from the switches' flow statistics.
 from __future__ import annotations
 
 import json
+import sys
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -134,6 +136,26 @@ class Fabric:
             ev = _ev(datapath=self.dps[dpid], reason=ofp.OFPPR_MODIFY, desc=desc)
             self.app._port_status(ev)
             self.app._tcppath_port_status(ev)
+
+
+STEP = 0.002  # s: one reading of the test's clock to the next
+DECODE_COST = 0.00001  # s per decoded entry
+
+
+class _SteppingClock:
+    """The time module as the app sees it, except perf_counter(), which advances STEP
+    seconds at every call: a cost the test chooses, not the machine's speed."""
+
+    def __init__(self, step: float) -> None:
+        self.now = 0.0
+        self.step = step
+
+    def perf_counter(self) -> float:
+        self.now += self.step
+        return self.now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
 
 
 def _fast_via(spine: int) -> dict[tuple[int, int], float]:
@@ -280,6 +302,20 @@ def test_a_polling_round_asks_one_switch_after_another_and_walks_paths_once_at_i
     had piled up, and ARP (answered by the controller) waited behind it."""
     fab = Fabric(TcpPath, tmp_path, monkeypatch)
     h1, h5 = fab.handshake(via=2)
+    # The round's cost, measured by the app with time.perf_counter() around each reply and
+    # around the walk, comes from a clock the test runs: STEP per reading.  Decoding is
+    # counted at a set cost per entry (the app measures it once at start).
+    clock = _SteppingClock(STEP)
+    monkeypatch.setattr(sys.modules[TcpPath.__module__], "time", clock)
+    fab.app.polling.decode_cost = DECODE_COST
+    replies: list[int] = []  # entries per reply, in the order the app took them
+    take = fab.app._flow_stats
+
+    def flow_stats(ev: Any) -> None:
+        replies.append(len(ev.msg.body))
+        take(ev)
+
+    monkeypatch.setattr(fab.app, "_flow_stats", flow_stats)
     sleeps: list[float] = []
 
     def sleep(seconds: float) -> None:  # the switches answer while the round goes on
@@ -309,9 +345,20 @@ def test_a_polling_round_asks_one_switch_after_another_and_walks_paths_once_at_i
         fab.answer(last, req)
     assert fab.app.counters["tcppath_confirmed"] == 1
     assert [f["path"] for f in fab.app.recent] == [[5, 2, 7], [7, 2, 5]]
+    # The round: the first switch's two replies, both replies of the six switches after
+    # it, and the last switch's per-flow reply (its first request), which completes it.
+    in_round = replies[:2 + 2 * 6 + 1]
+    assert len(replies) == 2 + 2 * 7
+    # Its cost: each of those 15 replies' entries decoded, STEP spent on each of them, and
+    # STEP walking the paths (the last switch's counting reply counts in the next round).
+    cost = sum(in_round) * DECODE_COST + 15 * STEP + STEP
     polled = fab.app.state()["tcppath"]["polling"]
-    assert polled["interval"] == polling.MIN_INTERVAL  # six entries cost next to nothing
-    assert 0 < polled["round_cost_ms"] < 1e3 * polling.BUDGET * polling.MIN_INTERVAL
+    assert polled["round_cost_ms"] == pytest.approx(1e3 * cost, abs=0.005)  # 2 decimals
+    # ... which sets the next interval so that reading stays within its share of a core:
+    # the round was made to cost more than MIN_INTERVAL allows, less than MAX_INTERVAL
+    assert polling.MIN_INTERVAL < cost / polling.BUDGET < polling.MAX_INTERVAL
+    assert fab.app.polling.interval == pytest.approx(cost / polling.BUDGET)
+    assert polled["interval"] == pytest.approx(cost / polling.BUDGET, abs=0.0005)
 
 
 def test_a_switch_that_never_answers_delays_the_walk_by_one_round_only(

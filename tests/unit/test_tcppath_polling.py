@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from ryu.ofproto import ofproto_v1_3_parser as parser
 
@@ -17,9 +19,20 @@ def test_the_sample_entry_is_a_per_flow_entry_ryu_decodes_whole() -> None:
     assert [a.port for i in stats.instructions for a in i.actions] == [2]
 
 
-def test_decoding_cost_is_measured_per_entry() -> None:
-    cost = polling.decode_cost_per_entry(samples=16)
-    assert 0 < cost < 0.01  # seconds per entry: a measurement, not a default
+def test_decoding_cost_is_the_best_of_three_passes_per_entry(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Three passes over 16 entries that the clock says took 32, 16 and 48 ms: the best
+    # pass, 16 ms, over 16 entries is 1 ms per entry.  (How fast this machine decodes is
+    # benchmarks/tcppath_polling.py's to say.)
+    readings = iter([0.0, 0.032, 1.0, 1.016, 2.0, 2.048])
+    clock = SimpleNamespace(perf_counter=lambda: next(readings))
+    monkeypatch.setattr(polling, "time", clock)
+    assert polling.decode_cost_per_entry(samples=16) == pytest.approx(0.001)
+    assert next(readings, None) is None  # two readings per pass, three passes
+
+
+def test_decoding_cost_is_a_measurement_not_a_default() -> None:
+    assert polling.decode_cost_per_entry(samples=16) > 0
 
 
 @pytest.mark.parametrize(("cost", "interval"), [
