@@ -1,6 +1,9 @@
 //! The clamp program's maps through raw bpf(2): BPF_OBJ_GET on a pinned path (or a map
-//! fd inherited from the Python side), lookup, update, delete, get-next-key.  Layouts as
-//! `clamp.bpf.c` and `bpf.py` (KEY `=I16s16sHH`, VALUE `=IIQ`, FLOW_VALUE `=IIIIQIIQ`).
+//! fd inherited from the Python side), lookup, update, delete, get-next-key, batched
+//! reads.  Layouts as `clamp.bpf.c` and `bpf.py` (KEY `=I16s16sHH`, VALUE `=IIQ`,
+//! FLOW_VALUE `=IIIIQIIQ`).  The kernel reads and writes a map's key and value sizes
+//! through the pointers it is given, so every call checks its buffers against the sizes
+//! the map reported when it was opened: a wrong buffer is an error, never an overrun.
 
 use crate::proto::Tuple4;
 use std::ffi::CString;
@@ -13,6 +16,7 @@ const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
 const BPF_OBJ_GET: libc::c_long = 7;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
 const ENOTSUPP: i32 = 524; // the kernel's internal "not supported", seen by user space
 const BPF_ANY: u64 = 0;
@@ -21,6 +25,9 @@ pub const KEY_LEN: usize = 40;
 pub const CLAMP_VALUE_LEN: usize = 16;
 pub const FLOW_VALUE_LEN: usize = 40;
 pub const STAT_NAMES: [&str; 3] = ["applied", "lifted", "errors"];
+/// The stats array's keys (u32 indices) and values (u64 counters).
+pub const STATS_KEY_LEN: usize = 4;
+pub const STATS_VALUE_LEN: usize = 8;
 /// The flows map's max_entries (clamp.bpf.c): a walk never needs more steps.
 pub const FLOWS_MAX: usize = 4096;
 /// The clamps map's max_entries.
@@ -42,6 +49,24 @@ struct ObjAttr {
     pathname: u64,
     bpf_fd: u32,
     file_flags: u32,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// The head of `struct bpf_map_info`: the kernel fills at most `info_len` bytes.
+#[repr(C)]
+#[derive(Default)]
+struct MapInfo {
+    map_type: u32,
+    id: u32,
+    key_size: u32,
+    value_size: u32,
 }
 
 #[repr(C)]
@@ -93,15 +118,33 @@ impl<const K: usize, const V: usize> Default for Scratch<K, V> {
     }
 }
 
-/// One BPF map, by fd.
+/// One BPF map, by fd, with the key and value sizes the kernel reported for it.
 pub struct Map {
     fd: OwnedFd,
+    key_size: usize,
+    value_size: usize,
     pub what: String,
 }
 
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
 impl Map {
-    /// `spec`: a pinned path, or `fd:N` for a map fd this process inherited.
-    pub fn open(spec: &str) -> io::Result<Map> {
+    /// `spec`: a pinned path, or `fd:N` for a map fd this process inherited; the map's
+    /// keys and values must be of `key_size` and `value_size` bytes.
+    pub fn open(spec: &str, key_size: usize, value_size: usize) -> io::Result<Map> {
+        let map = Map::open_any(spec)?;
+        if (map.key_size, map.value_size) != (key_size, value_size) {
+            return Err(invalid(format!(
+                "map {spec}: keys of {} and values of {} bytes, not {key_size} and {value_size}",
+                map.key_size, map.value_size
+            )));
+        }
+        Ok(map)
+    }
+
+    fn open_any(spec: &str) -> io::Result<Map> {
         if let Some(num) = spec.strip_prefix("fd:") {
             let fd: RawFd = num.parse().map_err(|_| {
                 io::Error::new(io::ErrorKind::InvalidInput, format!("bad map fd {spec:?}"))
@@ -115,10 +158,7 @@ impl Map {
             }
             // SAFETY: an open fd handed to us by the parent, owned by this process now.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-            return Ok(Map {
-                fd,
-                what: spec.to_string(),
-            });
+            return Map::of_fd(fd, spec);
         }
         let path = CString::new(spec).map_err(|_| {
             io::Error::new(io::ErrorKind::InvalidInput, format!("bad path {spec:?}"))
@@ -131,10 +171,39 @@ impl Map {
             .map_err(|e| io::Error::new(e.kind(), format!("BPF_OBJ_GET {spec}: {e}")))?;
         // SAFETY: the kernel returned a new fd that nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        Map::of_fd(fd, spec)
+    }
+
+    /// A map fd with its sizes (BPF_OBJ_GET_INFO_BY_FD: an fd that is no map fails).
+    fn of_fd(fd: OwnedFd, what: &str) -> io::Result<Map> {
+        let mut info = MapInfo::default();
+        let mut attr = InfoAttr {
+            bpf_fd: fd.as_raw_fd() as u32,
+            info_len: std::mem::size_of::<MapInfo>() as u32,
+            info: &mut info as *mut MapInfo as u64,
+        };
+        sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)
+            .map_err(|e| io::Error::new(e.kind(), format!("map {what}: not a BPF map: {e}")))?;
         Ok(Map {
             fd,
-            what: spec.to_string(),
+            key_size: info.key_size as usize,
+            value_size: info.value_size as usize,
+            what: what.to_string(),
         })
+    }
+
+    /// An error unless `key` (and `value`, when given) are of the map's sizes.
+    fn check(&self, key: usize, value: Option<usize>) -> io::Result<()> {
+        if key != self.key_size || value.is_some_and(|v| v != self.value_size) {
+            return Err(invalid(format!(
+                "map {}: a key of {key} bytes{} for keys of {} and values of {}",
+                self.what,
+                value.map_or(String::new(), |v| format!(" and a value of {v}")),
+                self.key_size,
+                self.value_size
+            )));
+        }
+        Ok(())
     }
 
     fn elem(&self, key: &[u8], value: u64, flags: u64) -> ElemAttr {
@@ -150,6 +219,7 @@ impl Map {
     /// The value of `key` into `value` (its size must be the map's value size);
     /// Ok(false) when the key is not there.
     pub fn lookup(&self, key: &[u8], value: &mut [u8]) -> io::Result<bool> {
+        self.check(key.len(), Some(value.len()))?;
         let mut attr = self.elem(key, value.as_mut_ptr() as u64, 0);
         match sys_bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) {
             Ok(_) => Ok(true),
@@ -159,12 +229,14 @@ impl Map {
     }
 
     pub fn update(&self, key: &[u8], value: &[u8]) -> io::Result<()> {
+        self.check(key.len(), Some(value.len()))?;
         let mut attr = self.elem(key, value.as_ptr() as u64, BPF_ANY);
         sys_bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
     }
 
     /// Ok(false) when the key was not there.
     pub fn delete(&self, key: &[u8]) -> io::Result<bool> {
+        self.check(key.len(), None)?;
         let mut attr = self.elem(key, 0, 0);
         match sys_bpf(BPF_MAP_DELETE_ELEM, &mut attr) {
             Ok(_) => Ok(true),
@@ -175,6 +247,8 @@ impl Map {
 
     /// The key after `prev` (the first key for None) into `next`; Ok(false) at the end.
     pub fn next_key(&self, prev: Option<&[u8]>, next: &mut [u8]) -> io::Result<bool> {
+        self.check(next.len(), None)?;
+        self.check(prev.map_or(next.len(), <[u8]>::len), None)?;
         let mut attr = ElemAttr {
             map_fd: self.fd.as_raw_fd() as u32,
             key: prev.map_or(0, |p| p.as_ptr() as u64),
@@ -200,6 +274,7 @@ impl Map {
         out: &mut Entries<K, V>,
     ) -> io::Result<bool> {
         out.clear();
+        self.check(K, Some(V))?;
         let (mut token_in, mut token_out) = (0u64, 0u64); // a bucket index for hash maps
         let mut first = true;
         while out.len() < limit {
@@ -365,6 +440,7 @@ pub fn monotonic_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::IntoRawFd;
 
     #[test]
     fn keys_pack_as_struct_flow_key() {
@@ -442,14 +518,20 @@ mod tests {
 
     #[test]
     fn a_missing_pin_or_fd_is_a_clear_error() {
-        let e = Map::open("/nonexistent/dcnlab-pin/clamps").err().unwrap();
+        let open = |spec: &str| Map::open(spec, KEY_LEN, CLAMP_VALUE_LEN).err().unwrap();
+        let e = open("/nonexistent/dcnlab-pin/clamps");
         assert!(e.to_string().contains("BPF_OBJ_GET /nonexistent"), "{e}");
-        let e = Map::open("fd:999999").err().unwrap();
+        let e = open("fd:999999");
         assert!(
             e.to_string().contains("no such open file descriptor"),
             "{e}"
         );
-        assert!(Map::open("fd:x").is_err());
+        open("fd:x");
+        // an open fd that is no BPF map
+        let file = std::fs::File::open("/proc/self/status").unwrap();
+        let fd = file.into_raw_fd();
+        let e = open(&format!("fd:{fd}"));
+        assert!(e.to_string().contains("not a BPF map"), "{e}");
     }
 
     /// A fresh hash map (root or CAP_BPF); None where this process may not create one
@@ -473,10 +555,9 @@ mod tests {
         };
         match sys_bpf(0, &mut attr) {
             // SAFETY: a new fd from the kernel, owned here.
-            Ok(fd) => Some(Map {
-                fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
-                what: "test map".into(),
-            }),
+            Ok(fd) => {
+                Some(Map::of_fd(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }, "test map").unwrap())
+            }
             Err(e) if std::env::var("CI").as_deref() != Ok("true") => {
                 eprintln!("skipping: cannot create a BPF map here ({e})");
                 None
@@ -533,6 +614,46 @@ mod tests {
         assert!(!map.lookup(&key_bytes(&flow(7)), &mut val).unwrap());
         assert!(map.entries(FLOWS_MAX, &mut scratch, &mut out).unwrap());
         assert_eq!(out.len(), 299);
+    }
+
+    #[test]
+    fn buffers_of_other_sizes_than_the_maps_are_refused() {
+        let Some(map) = hash_map(16) else {
+            return;
+        };
+        let key = [0u8; KEY_LEN];
+        // the kernel would write FLOW_VALUE_LEN bytes into 8, or read past a short key
+        let mut short = [0u8; 8];
+        let e = map.lookup(&key, &mut short).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            e.to_string(),
+            "map test map: a key of 40 bytes and a value of 8 for keys of 40 and values of 40"
+        );
+        assert!(map.update(&key, &short).is_err());
+        assert!(map.update(&key[..4], &[0; FLOW_VALUE_LEN]).is_err());
+        assert!(map.delete(&key[..39]).is_err());
+        assert!(map.next_key(None, &mut short).is_err());
+        assert!(map.next_key(Some(&key[..4]), &mut [0; KEY_LEN]).is_err());
+        let mut scratch = Scratch::<KEY_LEN, CLAMP_VALUE_LEN>::default();
+        assert!(map.entries(10, &mut scratch, &mut Vec::new()).is_err());
+        // nothing was written: the right sizes still find an empty map
+        assert!(!map.lookup(&key, &mut [0; FLOW_VALUE_LEN]).unwrap());
+        assert!(map.keys(10).unwrap().is_empty());
+        // a map of other sizes than the agent expects is refused when opened (here as an
+        // inherited fd: the check is the same for a pinned path)
+        let dup = |m: &Map| m.fd.try_clone().unwrap().into_raw_fd();
+        let spec = format!("fd:{}", dup(&map));
+        let e = Map::open(&spec, KEY_LEN, CLAMP_VALUE_LEN).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            format!("map {spec}: keys of 40 and values of 40 bytes, not 40 and 16")
+        );
+        let spec = format!("fd:{}", dup(&map));
+        assert_eq!(
+            Map::open(&spec, KEY_LEN, FLOW_VALUE_LEN).unwrap().what,
+            spec
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::io::Read;
 use std::os::fd::FromRawFd;
 use std::process::ExitCode;
 use uc3_agentd::agent::{log, Agent, Config, Maps};
-use uc3_agentd::bpf::Map;
+use uc3_agentd::bpf::{self, Map};
 
 const USAGE: &str = include_str!("usage.txt");
 
@@ -114,13 +114,13 @@ fn config(opts: &[(String, String)]) -> Result<Config, String> {
 fn run(argv: &[String]) -> Result<(), String> {
     let opts = options(argv)?;
     let cfg = config(&opts)?;
-    let open = |name: &str| -> Result<Map, String> {
-        Map::open(need(&opts, name)?).map_err(|e| format!("--{name}: {e}"))
+    let open = |name: &str, key: usize, value: usize| -> Result<Map, String> {
+        Map::open(need(&opts, name)?, key, value).map_err(|e| format!("--{name}: {e}"))
     };
     let maps = Maps {
-        clamps: open("clamps-map")?,
-        flows: open("flows-map")?,
-        stats: open("stats-map")?,
+        clamps: open("clamps-map", bpf::KEY_LEN, bpf::CLAMP_VALUE_LEN)?,
+        flows: open("flows-map", bpf::KEY_LEN, bpf::FLOW_VALUE_LEN)?,
+        stats: open("stats-map", bpf::STATS_KEY_LEN, bpf::STATS_VALUE_LEN)?,
     };
     // The Python parent owns the program, the cgroup and the pins: without it, stop.
     // SAFETY: prctl with plain integer arguments.
