@@ -33,9 +33,11 @@ drop-tail buffer, ECN threshold) on its *egress* towards that link:
 
 Queue disciplines.  A spec's ``egress[@host|@fabric]=NAME/KEY=VALUE/...`` and
 ``ingress[@host|@fabric]=...`` (see topo/spec.py) reach each switch port they apply to
-verbatim as ``--port N=IF,...,egress=NAME/...`` / ``ingress=NAME/...``; the switch's
-registry checks the name and options and refuses to start on a bad one (the error names
-the port and the option), so a new discipline needs no change here.  ``@host`` means
+verbatim as ``--port N=IF,...,egress=NAME/...`` / ``ingress=NAME/...``.  The spec parser
+has already refused an unknown name or option key (``QDISCS`` in dcnlab/model/topology.py,
+a copy of the switch's registry held to it by a test); the switch's registry checks the
+values too and refuses to start on a bad one (the error names the port and the option),
+so a new discipline needs no change here.  ``@host`` means
 the switch ports facing hosts, ``@fabric`` those facing other switches, no scope every
 switch port.  An explicit ``egress=`` replaces the default drop-tail and with it the
 spec's ``buffer=``/``ecn=`` on those ports; like them, it needs a link rate.

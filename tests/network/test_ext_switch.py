@@ -71,20 +71,21 @@ def test_buffer_without_rate_is_dropped_with_a_warning() -> None:
 
 def test_disciplines_reach_the_ports_they_are_scoped_to_verbatim() -> None:
     params = parse("spineleaf:1,2,1,rate=10M,buffer=20,ecn=5,ingress@host=abq/k=20p/mode=ece,"
-                   "egress@fabric=red/min=5p/max=15p").default_params
+                   "egress@fabric=droptail/buffer=5p/ecn=3p").default_params
     # Host-facing: the default drop-tail from buffer=/ecn=, plus the ingress discipline.
     assert ext.port_options(params, towards_host=True, fold_host_delay=False) == [
         "rate=10000000", "buffer=20p", "ecn=5p", "ingress=abq/k=20p/mode=ece"]
     # Fabric-facing: egress= replaces the drop-tail and its buffer=/ecn=; no ingress.
     assert ext.port_options(params, towards_host=False) == [
-        "rate=10000000", "egress=red/min=5p/max=15p"]
+        "rate=10000000", "egress=droptail/buffer=5p/ecn=3p"]
     assert ext.egress_options(params, towards_host=True) == [
         "rate=10000000", "buffer=20p", "ecn=5p"]
     cmd = ext.switch_command("/bin/sw", "s2", 2, None,
                              [(1, "s2-eth1", ext.port_options(params, False)),
                               (2, "s2-eth2", ext.port_options(params, True))],
                              ext.ExtOptions(), None)
-    assert cmd[cmd.index("--port") + 1] == "1=s2-eth1,rate=10000000,egress=red/min=5p/max=15p"
+    assert cmd[cmd.index("--port") + 1] == (
+        "1=s2-eth1,rate=10000000,egress=droptail/buffer=5p/ecn=3p")
     assert "2=s2-eth2,rate=10000000,buffer=20p,ecn=5p,ingress=abq/k=20p/mode=ece" in cmd
 
 
