@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 import pytest
-from swext_net import Line, free_tcp_port, network_available, wait_for
+from swext_net import Line, free_tcp_port, network_available
+from waiting import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SWITCH_DIR = os.path.join(ROOT, "switch_ext")

@@ -14,7 +14,6 @@ import signal
 import socket
 import struct
 import subprocess
-import time
 
 # ---------------------------------------------------------------------------------------
 # Network helpers (tests marked `network`). Every name carries a run-specific prefix and
@@ -149,16 +148,6 @@ def read_stats(path: str) -> list[dict]:
     except FileNotFoundError:
         pass
     return rows
-
-
-def wait_for(pred, timeout: float, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(interval)
-    return pred()
 
 
 class FakeController:

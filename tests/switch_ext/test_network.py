@@ -13,10 +13,10 @@ import re
 import statistics
 import subprocess
 import textwrap
-import time
 
 import pytest
-from swext_net import read_stats, wait_for
+from swext_net import read_stats
+from waiting import wait_for, wait_listening
 
 pytestmark = pytest.mark.network
 
@@ -40,7 +40,7 @@ def iperf3(line, server: int, client: int, args: list[str], seconds: int = 5) ->
     port = "15201"
     srv = line.popen(["iperf3", "-s", "-1", "-p", port], ns=server, stdout=subprocess.DEVNULL)
     try:
-        time.sleep(0.5)
+        wait_listening(_in_ns(line, server), int(port), what="iperf3 server")
         r = line.exec(
             client,
             ["iperf3", "-c", line.ip(server), "-p", port, "-t", str(seconds), "-J", *args],
@@ -112,9 +112,7 @@ def test_drop_tail_buffer(line, switch_binary, tmp_path):
     )
     assert ping_ok(line, 1, 2)
     iperf3(line, server=2, client=1, args=["-u", "-b", "40M", "-l", "1200"], seconds=3)
-    time.sleep(0.2)
-    rows = read_stats(stats)
-    port2 = [next(p for p in r["ports"] if p["port"] == 2) for r in rows]
+    port2 = _port_rows_until_drained(stats, 2)
     assert max(p["qlen_max"] for p in port2) == 20
     assert all(p["qlen"] <= 20 for p in port2)
     assert port2[-1]["drops"] > 100
@@ -136,8 +134,7 @@ def test_named_droptail_discipline_and_its_stats(line, switch_binary, tmp_path):
     )
     assert ping_ok(line, 1, 2)
     iperf3(line, server=2, client=1, args=["-u", "-b", "40M", "-l", "1200"], seconds=2)
-    time.sleep(0.2)
-    port2 = [next(p for p in r["ports"] if p["port"] == 2) for r in read_stats(stats)]
+    port2 = _port_rows_until_drained(stats, 2)
     assert max(p["qlen_max"] for p in port2) == 20
     last = port2[-1]
     assert last["drops"] > 100
@@ -187,7 +184,7 @@ def _ecn_counts(line, tos: int, n: int = 1500) -> dict[int, int]:
     rx = line.popen(
         ["python3", "-c", RECEIVER], ns=2, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    time.sleep(0.5)
+    wait_listening(_in_ns(line, 2), 9999, udp=True, what="ECN receiver")
     line.exec(1, ["python3", "-c", SENDER, line.ip(2), str(tos), str(n)], timeout=60)
     out, _err = rx.communicate(timeout=60)
     return {int(k): v for k, v in json.loads(out).items()}
@@ -203,9 +200,8 @@ def test_ecn_marks_only_ect(line, switch_binary, tmp_path):
     )
     assert ping_ok(line, 1, 2)
 
-    def marks() -> int:
-        time.sleep(0.15)
-        return next(p for p in read_stats(stats)[-1]["ports"] if p["port"] == 2)["ce_marks"]
+    def marks() -> int:  # every packet sent so far has left the queue and been counted
+        return _port_rows_until_drained(stats, 2)[-1]["ce_marks"]
 
     before = marks()
     ect = _ecn_counts(line, tos=0x02)
@@ -216,6 +212,27 @@ def test_ecn_marks_only_ect(line, switch_binary, tmp_path):
     not_ect = _ecn_counts(line, tos=0x00)
     assert set(not_ect) == {0}, not_ect
     assert marks() == after_ect
+
+
+def _in_ns(line, i: int):
+    """Commands in host ``i``'s namespace, as waiting.listening runs them."""
+    return lambda argv: line.exec(i, argv, check=False).stdout
+
+
+def _port_rows_until_drained(stats: str, port: int, timeout: float = 10.0) -> list[dict]:
+    """Port ``port``'s rows of the stats file up to the first one the switch wrote after
+    this call with the port's queue empty: the traffic sent before the call has then been
+    forwarded, dropped or marked, and counted (rows written before may miss the last)."""
+    written = len(read_stats(stats))
+
+    def drained() -> list[dict] | None:
+        rows = [next(p for p in r["ports"] if p["port"] == port) for r in read_stats(stats)]
+        done = next((i for i in range(written, len(rows)) if rows[i]["qlen"] == 0), None)
+        return None if done is None else rows[:done + 1]
+
+    rows = wait_for(drained, timeout, interval=0.02)
+    assert rows, f"no stats row with port {port}'s queue empty within {timeout} s"
+    return rows
 
 
 def _have(tool: str) -> bool:

@@ -10,7 +10,8 @@ import os
 import re
 
 import pytest
-from swext_net import read_stats, wait_for
+from swext_net import read_stats
+from waiting import wait_for
 
 pytestmark = pytest.mark.network
 

@@ -16,7 +16,8 @@ import pytest
 from ryu.ofproto import ofproto_protocol
 from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
-from swext_net import FakeController, read_stats, wait_for
+from swext_net import FakeController, read_stats
+from waiting import wait_for
 
 pytestmark = pytest.mark.network
 
