@@ -2,8 +2,9 @@
 
 Under ``CI=true`` (``.ci/run`` sets it) nothing may pass silently untested: a skip, at
 collection time or while a test runs, and an expected failure (xfail or xpass) are
-reported as failures, each saying why.  Outside CI a skip stays a skip, so a contributor
-without root can run the in-memory tests alone.
+reported as failures, each saying why.  Outside CI a skip stays a skip; the markers
+(pyproject.toml) let a contributor without root or the Rust build deselect what needs
+them: ``-m "not network and not root and not built"``.
 """
 
 from __future__ import annotations
@@ -21,14 +22,6 @@ def _in_ci() -> bool:
 def _reason(longrepr: object) -> str:
     """The skip's own message (a skip's longrepr is (file, line, message))."""
     return str(longrepr[2] if isinstance(longrepr, tuple) else longrepr)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "network: builds a real network (root, Mininet, Open vSwitch); deselect with "
-        "-m 'not network'",
-    )
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -13,7 +13,8 @@ import pytest
 
 from dcnlab.benchmarks.engine import flowtap
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (loads BPF)")
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root (loads BPF)")]
 
 TC_ACT_OK = 0
 

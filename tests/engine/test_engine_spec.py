@@ -49,6 +49,7 @@ def test_shipped_specs_load() -> None:
     assert "rate=50M" in seed000[0].topology
 
 
+@pytest.mark.built  # DCTCP hosts: validation needs the BPF DCTCP object
 def test_shipped_seed002_specs_sweep_n_size_and_interarrival() -> None:
     from dcnlab.topo.preflight import check_size
 

@@ -71,7 +71,10 @@ def test_report_on_a_directory_without_results(tmp_path: pytest.TempPathFactory,
 SHIPPED = sorted((Path(__file__).parents[2] / "benchmarks" / "experiments").glob("*.yaml"))
 
 
-@pytest.mark.parametrize("spec", SHIPPED, ids=lambda p: p.name)
+@pytest.mark.parametrize("spec", [
+    # a file asking for DCTCP needs its BPF object, which scripts/setup.sh builds
+    pytest.param(p, marks=pytest.mark.built) if "dctcp" in p.read_text() else p
+    for p in SHIPPED], ids=lambda p: p.name)
 def test_shipped_experiments_pass_the_cli_validation(spec: Path, monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture) -> None:
     # Not root: the run stops right after validation, so reaching the root check means

@@ -15,6 +15,7 @@ def test_unknown_scheduler_lists_the_valid_ones():
         assert name in str(err.value)
 
 
+@pytest.mark.built  # runs dcnlab-mp
 def test_wrapper_and_binary_agree_on_scheduler_names():
     import subprocess
 
@@ -23,6 +24,7 @@ def test_wrapper_and_binary_agree_on_scheduler_names():
     assert tuple(out) == mp.SCHEDULERS
 
 
+@pytest.mark.built  # runs dcnlab-mp
 def test_loopback_transfer_with_two_subflows_per_scheduler():
     server = mp.Server("127.0.0.1:0", count=len(mp.SCHEDULERS)).start()
     try:
@@ -38,6 +40,7 @@ def test_loopback_transfer_with_two_subflows_per_scheduler():
     assert [ln["intact"] for ln in lines if "conn" in ln] == [True] * len(mp.SCHEDULERS)
 
 
+@pytest.mark.built  # runs dcnlab-mp
 def test_cli_mp_delegates_and_reports_bad_input(capfd):
     assert cli.main(["mp", "send", "--to", "127.0.0.1:9", "--size", "1MB",
                      "--scheduler", "fastest"]) == 2

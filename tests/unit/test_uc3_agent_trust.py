@@ -38,7 +38,8 @@ from dcnlab.hosts.uc3_agent.client import AgentClient
 FLOW = Tuple4("10.0.0.1", 40000, "10.0.1.1", 5201)
 
 
-@pytest.fixture(params=ENGINES)
+@pytest.fixture(params=[pytest.param(e, marks=pytest.mark.built) if e == "native" else e
+                        for e in ENGINES])
 def running(request: pytest.FixtureRequest, tmp_path: Path,
             monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningAgent]:
     if request.param == "native" and (reason := native_skip_reason()):
