@@ -16,6 +16,7 @@ the controller's log.
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -117,6 +118,32 @@ def wait_until_ready(timeout: float, *, check_alive: Callable[[], None],
                 f"network not ready after {timeout:g} s: {'; '.join(waiting)}\n"
                 f"--- ryu-manager log tail ({log_file}) ---\n{tail(log_file)}")
         time.sleep(POLL_INTERVAL)
+
+
+def listening(run: Callable[[list[str]], str], port: int, udp: bool = False) -> bool:
+    """Whether a socket is bound to ``port`` (TCP: listening) where ``run`` runs a command
+    and returns its output: a host of the network (:func:`in_host`), a namespace."""
+    out = run(["ss", "-H", "-ln" + ("u" if udp else "t"), f"sport = :{port}"])
+    return bool(out.strip())
+
+
+def in_host(host: Any) -> Callable[[list[str]], str]:
+    """A Mininet host as a ``run`` for :func:`listening`."""
+    return lambda argv: host.cmd(" ".join(shlex.quote(a) for a in argv))
+
+
+def wait_listening(run: Callable[[list[str]], str], port: int, *, udp: bool = False,
+                   timeout: float = 15.0, what: str = "server") -> float:
+    """Return (the seconds waited) once a server started in the background is bound to
+    ``port``: a client started before then is refused, and a fixed pause before it is
+    too short on a loaded machine and wasted on an idle one."""
+    began = time.monotonic()
+    while not listening(run, port, udp):
+        if time.monotonic() - began > timeout:
+            raise NetworkError(f"{what} not bound to {'udp' if udp else 'tcp'} port {port} "
+                               f"within {timeout:g} s")
+        time.sleep(POLL_INTERVAL / 2)
+    return time.monotonic() - began
 
 
 def _json_documents(text: str) -> list[Any]:

@@ -16,7 +16,9 @@ import textwrap
 
 import pytest
 from swext_net import read_stats
-from waiting import wait_for, wait_listening
+from waiting import wait_for
+
+from dcnlab.topo.readiness import wait_listening
 
 pytestmark = pytest.mark.network
 
