@@ -18,6 +18,7 @@ def _hosts() -> dict[str, Endpoint]:
             "h2": Endpoint("h2", "127.0.0.2")}
 
 
+@pytest.mark.built  # the transport's sender and receiver are dcnlab-mp
 @pytest.mark.parametrize("scheduler", ["cfs", "minrtt", "ecf"])
 def test_flows_go_over_the_scheme_transport(tmp_path: Path, scheduler: str) -> None:
     transport = registry.get("cfs").transport
@@ -107,6 +108,7 @@ def test_the_shipped_seed003_experiment_parses() -> None:
         assert spec.baseline == "minrtt"
 
 
+@pytest.mark.built  # the transport's sender and receiver are dcnlab-mp
 def test_transport_columns_come_from_each_flows_result(tmp_path: Path) -> None:
     """dup_bytes, reorder_peak_bytes and subflow_bytes from dcnlab-mp's result line, in
     flows.csv's rows (two subflows over loopback; redundant sends every byte twice once
@@ -142,6 +144,7 @@ def test_transport_columns_come_from_each_flows_result(tmp_path: Path) -> None:
         sum(per_subflow)
 
 
+@pytest.mark.built  # the transport's sender and receiver are dcnlab-mp
 @pytest.mark.parametrize("options,proto", [({"mode": "tcp", "path": 2}, "plain-tcp"),
                                            ({"mode": "mptcp"}, "kernel-mptcp")])
 def test_reference_modes_send_plain_tcp_or_kernel_mptcp(tmp_path: Path, options: dict,
