@@ -755,6 +755,7 @@ class TcpPath(FabricApp):
             state["tcppath"]["polling"] = {
                 "interval": round(self.polling.interval, 3),
                 "round_cost_ms": round(self.polling.last_cost * 1e3, 2),
-                "decode_us_per_entry": round(self.polling.decode_cost * 1e6, 1)}
+                "decode_us_per_entry": round(self.polling.decode_cost * 1e6, 1),
+                "rounds": self.polling.rounds}
         return state
 

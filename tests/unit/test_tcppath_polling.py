@@ -54,7 +54,9 @@ def test_a_round_completes_when_its_last_switch_answers_and_sets_the_next_interv
     assert not p.answered(1)  # a second reply from the same switch changes nothing
     assert p.answered(3)
     assert p.last_cost == pytest.approx(0.07)
+    assert p.rounds == 0  # counted once its paths are walked
     p.walked(0.01)
+    assert p.rounds == 1
     assert p.last_cost == pytest.approx(0.08)
     assert p.interval == pytest.approx(0.08 / BUDGET)
     assert p.answered(2)  # outside any round (asked by hand): walk at once
@@ -66,5 +68,7 @@ def test_a_round_a_switch_never_completed_is_finished_by_the_next() -> None:
     p.decoded(2000)
     assert not p.answered(1)
     assert p.start_round([1, 2]) is True  # switch 2 never answered: walk what came
+    p.walked(0.0)
+    assert p.rounds == 1  # a round cut short counts too: its switches were all asked
     assert p.last_cost == pytest.approx(0.2) and p.interval == MAX_INTERVAL
     assert p.awaiting == {1, 2}

@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from dcnlab.topo.network import Network
+from dcnlab.topo.readiness import in_host, wait_listening
 from dcnlab.topo.spec import TopologySpec
 
 CONGESTION_PROBES = 21
@@ -34,6 +35,7 @@ SPEED_PAIRS = 12
 SPEED_PER_PAIR = 5
 SPEED_SPORT = 46000
 BASELINE_APP = "dcnlab.apps.ecmp"
+PATHS_TIMEOUT_S = 20.0  # for the probes' paths to appear in the app's state
 
 
 def _hosts_by_edge(spec: TopologySpec) -> dict[str, list[str]]:
@@ -43,7 +45,8 @@ def _hosts_by_edge(spec: TopologySpec) -> dict[str, list[str]]:
     return out
 
 
-def _flow_path(net: Network, src_ip: str, sport: int, timeout: float = 10.0) -> list[int]:
+def _flow_path(net: Network, src_ip: str, sport: int,
+               timeout: float = PATHS_TIMEOUT_S) -> list[int]:
     deadline = time.time() + timeout
     while time.time() < deadline:
         for f in (net.state() or {}).get("tcppath", {}).get("recent", []):
@@ -65,7 +68,9 @@ def tcppath_congestion(net: Network, spec: TopologySpec) -> tuple[dict[str, Any]
     try:
         procs += [net.host(d).popen([sys.executable, "-m", "dcnlab.benchmarks.tcp_connect",
                                      "serve", "--port", str(PROBE_PORT)]) for d in dsts]
-        time.sleep(0.5)
+        wait_listening(in_host(net.host(bg_dst)), 5299, what="iperf3 server")
+        for d in dsts:
+            wait_listening(in_host(net.host(d)), PROBE_PORT, what=f"probe server on {d}")
         procs.append(net.host(bg_src).popen(
             ["iperf3", "-c", ip[bg_dst], "-p", "5299", "-t", "40", "--cport",
              str(BACKGROUND_SPORT), "--connect-timeout", "3000"]))
@@ -88,7 +93,9 @@ def tcppath_congestion(net: Network, spec: TopologySpec) -> tuple[dict[str, Any]
             out, _ = c.communicate(timeout=120)
             rows += json.loads(out)["connections"]
         probe_ips = {ip[s] for s in srcs}
-        deadline = time.time() + 5.0  # data-plane mode learns paths from 0.5 s polls
+        # Data-plane mode learns paths from flow-statistics rounds, at most 2 s apart
+        # (longer only by a round's own cost on a loaded machine).
+        deadline = time.time() + PATHS_TIMEOUT_S
         while True:
             time.sleep(0.5)
             recent = (net.state() or {}).get("tcppath", {}).get("recent", [])
@@ -125,7 +132,8 @@ def connect_latencies(net: Network, pairs: list[tuple[str, str]], per_pair: int,
                for d in sorted({d for _, d in pairs})]
     out: list[float] = []
     try:
-        time.sleep(0.5)
+        for d in sorted({d for _, d in pairs}):
+            wait_listening(in_host(net.host(d)), PROBE_PORT, what=f"probe server on {d}")
         for i, (a, b) in enumerate(pairs):
             proc = net.host(a).popen(
                 [sys.executable, "-m", "dcnlab.benchmarks.tcp_connect", "connect", "--host",

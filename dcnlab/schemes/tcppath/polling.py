@@ -79,6 +79,7 @@ class FlowPolling:
     decode_cost: float  # s per entry, see decode_cost_per_entry
     interval: float = MIN_INTERVAL
     last_cost: float = 0.0  # s, the last complete round
+    rounds: int = 0  # rounds whose paths were walked (complete, or cut short by a silence)
     awaiting: set[int] = field(default_factory=set)
     _cost: float = 0.0
 
@@ -115,6 +116,7 @@ class FlowPolling:
 
     def walked(self, seconds: float) -> None:
         """Walking the paths of the round just completed took ``seconds``."""
+        self.rounds += 1
         self.last_cost += seconds
         self.interval = interval_for(self.last_cost)
 

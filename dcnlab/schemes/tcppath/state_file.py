@@ -25,6 +25,9 @@ class TcpPathPolling(TypedDict):
     interval: float  # s between the starts of two rounds (grows with their cost)
     round_cost_ms: float  # controller time the last complete round took
     decode_us_per_entry: float  # Ryu's decoding of one entry, measured at start-up
+    # rounds whose paths were walked since the app started: a reader that saw n can wait
+    # for n + 2 to know that every switch was read after that moment
+    rounds: int
 
 
 class TcpPathState(TypedDict):
