@@ -26,9 +26,9 @@ from test_tcppath_network import (
     _inter_leaf_pairs,
     _rows,
     _walk,
+    wait_state,
 )
 from test_tcppath_network import _per_flow_tables as ovs_tables
-from waiting import wait_for
 
 from dcnlab.controller.rules import COOKIE_DCNLAB
 from dcnlab.schemes.tcppath.check import tcppath_congestion
@@ -94,19 +94,9 @@ def _counters(net: Network) -> dict[str, int]:
     return (net.state() or {}).get("counters", {})
 
 
-def _wait_state(net: Network, done: Any, timeout: float = 20.0) -> Any:
-    """The controller's state once ``done(state)`` holds (or at the deadline, for the
-    assertions to say what it was).  Counters and paths come from flow-statistics
-    rounds (at most 2 s apart, longer on a loaded machine only by the time a round takes)."""
-    def ready() -> Any:
-        state: Any = net.state() or {}
-        return state if state and done(state) else None
-    return wait_for(ready, timeout, interval=0.25) or net.state() or {}
-
-
 def _wait_counter(net: Network, name: str, wanted: int, timeout: float = 20.0) -> Any:
     """The controller's state once counter ``name`` reached ``wanted``."""
-    return _wait_state(net, lambda s: s.get("counters", {}).get(name, 0) >= wanted, timeout)
+    return wait_state(net, lambda s: s.get("counters", {}).get(name, 0) >= wanted, timeout)
 
 
 def _rounds(state: Any) -> int:
@@ -118,7 +108,7 @@ def _read_after_now(net: Network) -> Any:
     call: two more rounds walked (the one under way may have read some switches before).
     What the switches did before the call is then in it, whatever the polling pace."""
     start = _rounds(net.state() or {})
-    state = _wait_state(net, lambda s: _rounds(s) >= start + 2, timeout=30.0)
+    state = wait_state(net, lambda s: _rounds(s) >= start + 2, timeout=30.0)
     assert _rounds(state) >= start + 2, ("polling rounds did not advance", start, state)
     return state
 
@@ -197,7 +187,7 @@ def test_idle_flow_ages_out_and_its_next_packet_re_explores(net: Network) -> Non
     def delta(state: Any, name: str) -> int:
         return state["counters"].get(name, 0) - before.get(name, 0)
 
-    state = _wait_state(net, lambda s: delta(s, "tcppath_flows_aged") >= 1
+    state = wait_state(net, lambda s: delta(s, "tcppath_flows_aged") >= 1
                         and len(confirmations(s)) >= 2
                         and delta(s, "tcppath_explorations") >= 2)
     after = state["counters"]
@@ -240,7 +230,7 @@ def test_path_recovers_when_its_link_goes_down(net: Network) -> None:
 
         # Path Fail, then the re-explored path, come from polling rounds after the link
         # went down: wait for them (the transfer may end before the next round).
-        state = _wait_state(net, lambda s: s["counters"].get("tcppath_path_fail", 0) >= 1
+        state = wait_state(net, lambda s: s["counters"].get("tcppath_path_fail", 0) >= 1
                             and s["counters"].get("tcppath_recovered", 0) >= 1)
         assert state["counters"].get("tcppath_path_fail", 0) >= 1, state["counters"]
         assert state["counters"].get("tcppath_recovered", 0) >= 1, state["counters"]

@@ -22,10 +22,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from dcnlab.schemes.tcppath import frames
 from dcnlab.schemes.tcppath.check import tcppath_congestion
 from dcnlab.topo.network import Network
+from dcnlab.topo.readiness import in_host, wait_listening
 from dcnlab.topo.spec import TopologySpec
 
 pytestmark = pytest.mark.network
@@ -42,13 +44,36 @@ def net() -> Iterator[Network]:
     with Network(TOPO, app="dcnlab.apps.tcppath",
                  app_env={"DCNLAB_TCPPATH_IDLE": str(IDLE), **MODE}) as n:
         servers = [h.popen([*TOOL, "serve", "--port", str(PORT)]) for h in n.hosts]
-        time.sleep(0.5)
         try:
+            _wait_servers(n.hosts)
             yield n
         finally:
             for p in servers:
                 p.kill()
                 p.wait()
+
+
+def _wait_servers(hosts: list[Any]) -> None:
+    for h in hosts:
+        wait_listening(in_host(h), PORT, what=f"echo server on {h.name}")
+
+
+def wait_state(net: Network, done: Any, timeout: float = 20.0) -> Any:
+    """The controller's state once ``done(state)`` holds (or at the deadline, for the
+    assertions to say what it was): the app writes its state file every 0.2 s at most, and
+    in data-plane mode learns its counters and paths from flow-statistics rounds."""
+    def ready() -> Any:
+        state: Any = net.state() or {}
+        return state if state and done(state) else None
+    return wait_for(ready, timeout, interval=0.2) or net.state() or {}
+
+
+def state_written_after(net: Network, moment: float) -> Any:
+    """The first state the app wrote after ``moment`` (time.time()): in controller mode
+    what the switches punted before then has been counted in it."""
+    state = wait_state(net, lambda s: s.get("updated", 0) > moment)
+    assert state.get("updated", 0) > moment, ("no state written since", moment, state)
+    return state
 
 
 def _edge(spec: TopologySpec, host: str) -> str:
@@ -126,9 +151,8 @@ def test_connections_complete_on_loop_free_paths(net: Network) -> None:
         there = _walk(net, tables, a, b, 42000 + i, PORT)
         back = _walk(net, tables, b, a, PORT, 42000 + i)
         assert there == back[::-1] and there[0] == _edge(spec, a)
-    time.sleep(0.5)  # the app writes its state file every 0.2 s
-    state = net.state() or {}
-    assert state["counters"]["tcppath_confirmed"] >= 70, state["counters"]
+    state = wait_state(net, lambda s: s["counters"].get("tcppath_confirmed", 0) >= 70)
+    assert state["counters"].get("tcppath_confirmed", 0) >= 70, state["counters"]
     for f in state["tcppath"]["recent"]:
         assert len(set(f["path"])) == len(f["path"]), f
     assert state["counters"].get("errors", 0) == 0
@@ -138,11 +162,14 @@ def test_entries_vanish_after_idle_timeout(net: Network) -> None:
     (row,) = _rows(_client(net, "h1", "h16", 43000))
     assert row["ok"]
     assert any(_per_flow_tables(net).values())
-    time.sleep(IDLE + 3)
-    assert not any(_per_flow_tables(net).values())
-    state = net.state() or {}
+    # The switches expire the entries IDLE s after the last packet (Open vSwitch checks
+    # its timeouts about once a second); the app hears of it by flow-removed messages.
+    gone = wait_for(lambda: not any(_per_flow_tables(net).values()), IDLE + 15, 0.5)
+    assert gone, _per_flow_tables(net)
+    state = wait_state(net, lambda s: s["tcppath"]["flow_entries_total"] == 0
+                       and s["counters"].get("tcppath_flows_aged", 0) >= 1)
     assert state["tcppath"]["flow_entries_total"] == 0
-    assert state["counters"]["tcppath_flows_aged"] >= 1
+    assert state["counters"].get("tcppath_flows_aged", 0) >= 1
 
 
 def test_new_flows_avoid_a_loaded_spine(net: Network) -> None:
@@ -171,12 +198,15 @@ def test_malformed_punts_are_counted_not_fatal(net: Network) -> None:
                   frames.exploration(0xFFFF_FFF0, frames.KIND_REQUEST, syn),
                   eth + b"\x88\xb5" + b"TCPP\x01\x01\x00\x00\x00\x07" + b"\x00" * 40):
         _raw_send(net, "h1", frame)
-    time.sleep(1.0)
-    after = (net.state() or {})["counters"]
-    def delta(name: str) -> int:
-        return after.get(name, 0) - before.get(name, 0)
+
+    def delta(state: Any, name: str) -> int:
+        return state["counters"].get(name, 0) - before.get(name, 0)
     # The well-formed copy is refused for coming from a host; the others do not parse.
-    assert delta("tcppath_copy_from_host") == 1 and delta("tcppath_bad_punt") == 2
+    state = wait_state(net, lambda s: delta(s, "tcppath_copy_from_host") >= 1
+                       and delta(s, "tcppath_bad_punt") >= 2)
+    state = state_written_after(net, time.time())  # nothing more is on its way
+    assert delta(state, "tcppath_copy_from_host") == 1, (before, state["counters"])
+    assert delta(state, "tcppath_bad_punt") == 2, (before, state["counters"])
     assert net.state()["pid"] == net.controller_pid
     (row,) = _rows(_client(net, "h1", "h5", 44001))
     assert row["ok"]
@@ -187,9 +217,8 @@ def _connects_despite_a_full_table(net: Network, sport: int) -> None:
     per-flow entries; the app counts the refusals and keeps running."""
     (row,) = _rows(_client(net, "h2", "h7", sport))
     assert row["ok"], row
-    time.sleep(1.0)
-    state = net.state() or {}
-    assert state["counters"].get("tcppath_table_full", 0) >= 1
+    state = wait_state(net, lambda s: s["counters"].get("tcppath_table_full", 0) >= 1)
+    assert state["counters"].get("tcppath_table_full", 0) >= 1, state["counters"]
     assert state["pid"] == net.controller_pid
 
 
@@ -215,10 +244,12 @@ def test_path_recovers_when_its_link_goes_down(net: Network) -> None:
     src, dst = "h3", "h14"
     spine: str | None = None
     server = net.host(dst).popen(["iperf3", "-s", "-1", "-p", "5310"])
-    time.sleep(0.5)
-    client = net.host(src).popen(["iperf3", "-c", net.host(dst).IP(), "-p", "5310", "-n",
-                                  "6M", "--cport", "45500", "--connect-timeout", "3000"])
+    client = None
     try:
+        wait_listening(in_host(net.host(dst)), 5310, what="iperf3 server")
+        client = net.host(src).popen(["iperf3", "-c", net.host(dst).IP(), "-p", "5310",
+                                      "-n", "6M", "--cport", "45500", "--connect-timeout",
+                                      "3000"])
         deadline, path = time.time() + 10, []
         while time.time() < deadline and not path:
             path = [f["path"] for f in (net.state() or {})["tcppath"]["recent"]
@@ -226,17 +257,17 @@ def test_path_recovers_when_its_link_goes_down(net: Network) -> None:
             time.sleep(0.2)
         assert path and len(path[-1]) == 3
         spine = next(s.name for s in spec.switches if s.dpid == path[-1][1])
-        time.sleep(1.5)
         net.set_link(spine, _edge(spec, dst), up=False)
         assert client.wait(timeout=60) == 0
-        state = net.state() or {}
-        assert state["counters"]["tcppath_path_fail"] >= 1
-        assert state["counters"]["tcppath_recovered"] >= 1
+        state = wait_state(net, lambda s: s["counters"].get("tcppath_path_fail", 0) >= 1
+                           and s["counters"].get("tcppath_recovered", 0) >= 1)
+        assert state["counters"].get("tcppath_path_fail", 0) >= 1, state["counters"]
+        assert state["counters"].get("tcppath_recovered", 0) >= 1, state["counters"]
         new = [f["path"] for f in state["tcppath"]["recent"] if f["sport"] == 45500][-1]
         assert path[-1][1] not in new, new
     finally:
         for p in (client, server):
-            if p.poll() is None:
+            if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
         if spine is not None:
@@ -246,20 +277,19 @@ def test_path_recovers_when_its_link_goes_down(net: Network) -> None:
 def test_tfe_installs_entries_for_elephants_only() -> None:
     with Network(TOPO, app="dcnlab.apps.tfe", app_env=MODE) as net:
         server = net.host("h9").popen([*TOOL, "serve", "--port", str(PORT)])
-        time.sleep(0.5)
         try:
+            _wait_servers([net.host("h9")])
             rows = _rows(_client(net, "h1", "h9", 20000, count=5))  # mice: port <= 30000
             assert all(r["ok"] for r in rows)
-            time.sleep(0.5)
-            state = net.state() or {}
+            state = state_written_after(net, time.time())
             assert state["counters"].get("tcppath_explorations", 0) == 0
             assert state["tcppath"]["flow_entries_max"] == 0
             assert not any(_per_flow_tables(net).values())
             rows = _rows(_client(net, "h1", "h9", 40000, count=2))  # elephants
             assert all(r["ok"] for r in rows)
-            time.sleep(0.5)
-            counters = (net.state() or {})["counters"]
-            assert counters["tcppath_confirmed"] == 2, json.dumps(counters)
+            wait_state(net, lambda s: s["counters"].get("tcppath_confirmed", 0) >= 2)
+            counters = state_written_after(net, time.time())["counters"]
+            assert counters.get("tcppath_confirmed", 0) == 2, json.dumps(counters)
         finally:
             server.kill()
             server.wait()
@@ -272,8 +302,8 @@ def test_on_switch_ext(app: str) -> None:
     classifies in the controller there: switch_ext refuses masked TCP ports)."""
     with Network(TOPO, app=f"dcnlab.apps.{app}", switch="ext", app_env=MODE) as net:
         servers = [h.popen([*TOOL, "serve", "--port", str(PORT)]) for h in net.hosts]
-        time.sleep(0.5)
         try:
+            _wait_servers(net.hosts)
             pairs = _inter_leaf_pairs(net.spec, 20, seed=3)
             procs = [_client(net, a, b, 42000 + i) for i, (a, b) in enumerate(pairs)]
             rows = [r for p in procs for r in _rows(p)]
@@ -320,7 +350,7 @@ def test_table_full_falls_back_to_default_path_on_ext(
                  app_env={"DCNLAB_TCPPATH_IDLE": str(IDLE), **MODE}) as n:
         server = n.host("h7").popen([*TOOL, "serve", "--port", str(PORT)])
         try:
-            time.sleep(0.5)
+            _wait_servers([n.host("h7")])
             _connects_despite_a_full_table(n, 44200)
         finally:
             server.kill()
