@@ -305,6 +305,51 @@ def test_size_sweep_table_and_plots_from_a_tiny_fake_result(
     assert "dup_bytes (mean per flow)" in result.table
 
 
+def test_fct_by_size_draws_spread_repetitions_above_zero(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """fct_by_size.png on a log axis: three flows of 10, 10 and 100 ms give the
+    arithmetic interval 40 +- 129 ms, whose lower end is below zero; the plot draws the
+    geometric mean and the interval of the log FCT instead, both ends positive."""
+    from dcnlab.benchmarks.engine import sizes
+
+    def flow(scheme: str, size: int, fct: float | None) -> dict[str, object]:
+        return {"scheme": scheme, "load": size, "kind": "tcp", "measured": True,
+                "status": "ok" if fct is not None else "failed", "fct": fct}
+
+    rows = [flow("minrtt", 65536, fct) for fct in (0.010, 0.010, 0.100)]
+    rows += [flow("minrtt", 1 << 20, fct) for fct in (0.100, 0.100, 1.000)]
+    rows += [flow("cfs", 65536, 0.020), flow("cfs", 65536, None)]  # one completed flow
+    stats = sizes.flow_stats(rows, ["minrtt", "cfs"], "minrtt")
+    figures = saved_figures(monkeypatch)
+    files = sizes.plots(stats, tmp_path, ["minrtt", "cfs"], "minrtt")
+    assert [p.name for p in files] == ["fct_by_size.png", "fct_change_by_size.png"]
+    fig = figures["fct_by_size.png"]
+    assert_readable(fig, "fct_by_size.png")
+    (ax,) = panels(fig)
+    whiskers = sorted(intervals(ax))  # by the lower end: 0.79, 7.9 and 20 ms
+    assert all(low > 0 for low, _high in whiskers), whiskers
+    assert ax.get_yscale() == "log" and ax.get_ylabel() == FCT_YLABEL
+    assert errorbar_series(ax) == ["minrtt", "cfs"]
+    # By hand, in log10(ms): 1, 1, 2 have mean 4/3 and standard deviation sqrt(1/3)
+    # (deviations -1/3, -1/3, 2/3: sqrt((1/9 + 1/9 + 4/9) / 2)), so the 95% interval is
+    # 10^(4/3 +- t sqrt(1/3) / sqrt(3)) = 10^((4 +- t) / 3) ms, t = t(0.975, 2)
+    # = 0.95 sqrt(2 / (1 - 0.95^2)) = 4.3027 (the closed-form CDF of Student's t with 2
+    # degrees of freedom, F(t) = 1/2 + t / (2 sqrt(2 + t^2))).  The 1 MB flows are the
+    # same ten times slower: one decade up.  cfs's one flow has no interval.
+    t = 0.95 * (2 / (1 - 0.95 ** 2)) ** 0.5
+    minrtt = next(c for c in ax.containers if c.get_label() == "minrtt")
+    assert list(minrtt.lines[0].get_ydata()) == [pytest.approx(10 ** (4 / 3)),
+                                                 pytest.approx(10 ** (7 / 3))]
+    assert whiskers == [(pytest.approx(10 ** ((4 - t) / 3)), pytest.approx(10 ** ((4 + t) / 3))),
+                        (pytest.approx(10 ** ((7 - t) / 3)), pytest.approx(10 ** ((7 + t) / 3))),
+                        (pytest.approx(20.0), pytest.approx(20.0))]
+    assert sizes.CAPTION in [text.get_text() for text in fig.texts]
+    # the table keeps the arithmetic mean (40 ms) next to the geometric one
+    small = next(s for s in stats if s["scheme"] == "minrtt" and s["load"] == 65536)
+    assert small["fct_mean_ms"] == pytest.approx(40.0)
+    assert small["fct_geo_ms"] == pytest.approx(10 ** (4 / 3))
+
+
 def _flows_dir(out: Path, runs: dict[tuple[str, int], list[dict[str, object]]],
                schemes: tuple[str, ...] = ("ecmp", "spray")) -> None:
     """A results directory with one sweep value (load 0.5) and the given flows per
