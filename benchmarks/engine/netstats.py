@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .metrics import SummaryRow, mean_ci, percentile, ratio_ci
+from .metrics import SummaryRow, geo_mean_ci, mean_ci, percentile, ratio_ci
 from .table import fmt
 
 NETWORK_CSV = "network.csv"
@@ -263,7 +263,16 @@ def _number(v: Any) -> float:
 def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None,
               metrics: Iterable[str] = METRICS, cls: str = "net") -> list[SummaryRow]:
     """Per sweep value, scheme and metric: mean and 95% CI over seeds, and the mean of
-    the per-seed ratios to ``baseline`` (paired by seed) with its interval."""
+    the per-seed ratios to ``baseline`` (paired by seed) with its interval; for a flow
+    completion time (fct_p1/p50/p99), also the geometric mean over seeds with the 95%
+    interval of the logs (metrics.geo_mean_ci), which the FCT panels of an experiment's
+    ``plots:`` draw on a log axis (figures.py; without it they fall back to the
+    arithmetic interval, cut at zero)."""
+    # plots.is_fct decides which metrics the plots draw as FCTs: the same rule decides
+    # which rows get a geometric mean.  Imported here, not at the top: plots loads
+    # matplotlib, and this module is also imported by the engine while it runs.
+    from .plots import is_fct
+
     metrics = list(metrics)
     runs = {(str(r["scheme"]), float(r["load"]), int(float(r["seed"]))): r for r in rows}
     schemes = list(dict.fromkeys(k[0] for k in runs))
@@ -283,8 +292,9 @@ def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None,
                     if math.isfinite(base) and base > 0 and math.isfinite(v) and v >= 0:
                         ratios.append(max(v, 1e-12) / base)
                 ratio, low, high = ratio_ci(ratios) if baseline else (math.nan,) * 3
+                geo = geo_mean_ci(finite) if is_fct(metric) else (math.nan,) * 3
                 out.append(SummaryRow(scheme, load, metric, cls, len(finite), m, ci,
-                                      ratio, low, high))
+                                      ratio, low, high, *geo))
     return out
 
 

@@ -4,6 +4,7 @@ and rendered by report() from a tiny fake result directory (no network)."""
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +153,52 @@ def test_an_fct_panel_of_three_spread_seeds_stays_above_zero_and_empty_panels_go
     assert whisker == (pytest.approx(10 ** ((-5 - t) / 3)), pytest.approx(10 ** ((-5 + t) / 3)))
     assert whisker[0] > 0
     assert any("log FCT" in text.get_text() for text in fig.texts)  # the caption says so
+
+
+def test_network_fct_panels_draw_the_log_interval_of_spread_seeds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """FCT percentiles from network.csv (netstats.summarize: seed 002's fig5a/b) get the
+    geometric mean over seeds and the interval of the logs, as flows.csv's FCTs do: a
+    bar panel and a line panel of three seeds spread over a decade; a metric that is no
+    FCT (drops) keeps the arithmetic interval cut at zero."""
+    from dcnlab.benchmarks.engine.figures import render_plots
+    from dcnlab.benchmarks.engine.plots import FCT_CAPTION
+
+    rows = [{"scheme": "ecn", "load": 2.0, "seed": seed, "fct_p1": 0.001 * k,
+             "fct_p50": 0.01 * k, "fct_p99": 0.1 * k, "drops": 30 * (k == 10)}
+            for seed, k in ((1, 1), (2, 1), (3, 10))]
+    summary = netstats.summarize(rows, "ecn")
+    by = {r.metric: r for r in summary}
+    assert by["fct_p99"].geo == pytest.approx(10 ** (-2 / 3))
+    assert all(math.isnan(v) for v in (by["drops"].geo, by["drops"].geo_low))
+    plots = parse_plots([{"name": "fig5", "panels": [
+        {"metrics": ["fct_p99"], "log": True},
+        {"metrics": ["fct_p1", "fct_p50", "fct_p99"], "log": True},
+        {"metrics": ["drops"]}]}])
+    figures = saved_figures(monkeypatch)
+    render_plots(plots, summary, tmp_path, "senders", ["ecn"])
+    fig = figures["fig5.png"]
+    bar, lines, drops = panels(fig)
+    # By hand, in log10(s): fct_p99's -1, -1, 0 have mean -2/3 and standard deviation
+    # sqrt(1/3) (deviations -1/3, -1/3, 2/3), so the 95% interval is
+    # 10^(-2/3 +- t sqrt(1/3) / sqrt(3)) = 10^((-2 +- t) / 3) s, t = t(0.975, 2)
+    # = 0.95 sqrt(2 / (1 - 0.95^2)) = 4.3027 (the closed-form CDF of Student's t with 2
+    # degrees of freedom, F(t) = 1/2 + t / (2 sqrt(2 + t^2))); p50 and p1 are the same
+    # one and two decades down.  (The arithmetic interval of p99, 0.4 +- 1.29 s, was cut
+    # at 0.)
+    t = 0.95 * (2 / (1 - 0.95 ** 2)) ** 0.5
+
+    def log_interval(top: int) -> tuple[float, float]:
+        return (pytest.approx(10 ** ((top - t) / 3)), pytest.approx(10 ** ((top + t) / 3)))
+
+    assert intervals(bar) == [log_interval(-2)]
+    assert bar_heights(bar, "ecn") == [pytest.approx(10 ** (-2 / 3))]
+    assert errorbar_series(lines) == ["ecn fct_p1", "ecn fct_p50", "ecn fct_p99"]
+    assert intervals(lines) == [log_interval(-8), log_interval(-5), log_interval(-2)]
+    # drops 0, 0, 30: mean 10, standard deviation sqrt((100 + 100 + 400) / 2) = sqrt(300),
+    # half-width t sqrt(300) / sqrt(3) = 10 t; cut at zero below
+    assert intervals(drops) == [(pytest.approx(0.0), pytest.approx(10 + 10 * t))]
+    assert FCT_CAPTION in [text.get_text() for text in fig.texts]
 
 
 def test_rank_values_per_run() -> None:
