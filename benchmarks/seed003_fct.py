@@ -31,6 +31,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from scipy import stats
+
 from dcnlab.hosts import mptransport as mp
 
 SIZES = ("64KB", "128KB", "256KB", "512KB", "1MB", "4MB", "8MB", "16MB", "32MB")
@@ -39,16 +41,15 @@ SCHEDULERS = ("minrtt", "ecf", "blest", "redundant", "cfs")
 PORT = 5510
 PLAIN_PORT = 5511
 MPTCP_PORT = 5512
-# Student t 0.975 quantiles for small samples (df 1..30), then the normal's
-_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201,
-         2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074,
-         2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 
 
 def ci95(values: list[float]) -> float:
+    """Half-width of the 95% Student-t interval of the mean: t(0.975, n - 1) * sd /
+    sqrt(n), the quantile from scipy for every n (a table to 30 degrees of freedom with
+    the normal's 1.96 beyond it was 4% narrow at 31); nan below two values."""
     if len(values) < 2:
         return float("nan")
-    t = _T975[len(values) - 2] if len(values) - 1 <= len(_T975) else 1.96
+    t = float(stats.t.ppf(0.975, len(values) - 1))
     return t * statistics.stdev(values) / math.sqrt(len(values))
 
 

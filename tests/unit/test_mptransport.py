@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from dcnlab import cli
@@ -67,8 +69,43 @@ def test_seed003_summary_means_intervals_and_change_against_minrtt():
     # Half-width t(0.975, 2) * sd / sqrt(3) with sd 10 (deviations -10, 0, 10: sqrt(200 / 2)).
     # Student's t with 2 degrees of freedom has the closed-form CDF
     # F(t) = 1/2 + t / (2 sqrt(2 + t^2)); F(t) = 0.975 gives t / sqrt(2 + t^2) = 0.95, so
-    # t = 0.95 sqrt(2 / (1 - 0.95^2)) = 4.3026527... (scipy.stats.t.ppf(0.975, 2) agrees).
+    # t = 0.95 sqrt(2 / (1 - 0.95^2)) = 4.3026527...
     t_975_2 = 0.95 * (2 / (1 - 0.95 ** 2)) ** 0.5
-    # The script's table rounds t to 3 decimals: allow that rounding (0.0005), no more.
-    assert abs(ci95([100.0, 110.0, 90.0]) - t_975_2 * 10 / 3 ** 0.5) <= 0.0005 * 10 / 3 ** 0.5
+    assert abs(ci95([100.0, 110.0, 90.0]) - t_975_2 * 10 / 3 ** 0.5) < 1e-9
+    # 40 values, 20 of 90 and 20 of 110: mean 100, every deviation 10, so sd =
+    # sqrt(40 * 100 / 39) and the half-width is t(0.975, 39) * 10 / sqrt(39).  Past 30
+    # degrees of freedom the quantile is still well above the normal's 1.96 (2.0227).
+    values = [90.0, 110.0] * 20
+    assert abs(ci95(values) - _t975_odd(39) * 10 / 39 ** 0.5) < 1e-9
     assert "+10.0%" in table(summarize(rows))
+
+
+def _t975_odd(df: int) -> float:
+    """t(0.975, df) for odd df, without scipy: Student's t with odd df has the closed-form
+    CDF (Abramowitz and Stegun 26.7.3) F(t) = 1/2 + A/2 with theta = atan(t / sqrt(df)),
+    A = (2 / pi) (theta + sin(theta) sum_{k=0}^{(df-3)/2} c_k cos(theta)^(2k+1)),
+    c_0 = 1, c_k = c_{k-1} * 2k / (2k + 1); F rises with t, so bisection finds F(t) =
+    0.975 (to about 1e-15).  Checked against df = 1, where F(t) = 1/2 + atan(t) / pi
+    gives t = tan(0.475 pi) = 12.7062..., and df = 3 against Student's table (3.182)."""
+    def cdf(t: float) -> float:
+        theta = math.atan(t / math.sqrt(df))
+        total, c = 0.0, 1.0
+        for k in range((df - 1) // 2):
+            if k:
+                c *= 2 * k / (2 * k + 1)
+            total += c * math.cos(theta) ** (2 * k + 1)
+        return 0.5 + (theta + math.sin(theta) * total) / math.pi
+
+    low, high = 0.0, 100.0
+    for _ in range(200):
+        mid = (low + high) / 2
+        low, high = (mid, high) if cdf(mid) < 0.975 else (low, mid)
+    return (low + high) / 2
+
+
+def test_the_closed_form_t_quantile_matches_known_values():
+    # the closed form above against what needs no series: df 1 (Cauchy), and Student's
+    # 3-decimal table for df 3 and 39
+    assert abs(_t975_odd(1) - math.tan(0.475 * math.pi)) < 1e-12
+    assert round(_t975_odd(3), 3) == 3.182
+    assert round(_t975_odd(39), 3) == 2.023
