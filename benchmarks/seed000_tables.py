@@ -134,26 +134,38 @@ def sweep_table(settings: Mapping[str, Mapping[Key, Mapping[str, float]]]) -> st
 def sweep_plot(settings: Mapping[str, Mapping[Key, Mapping[str, float]]], path: Path,
                schemes: tuple[str, ...] = (SINGLE, ECMP, SPRAY)) -> Path:
     """Long-flow throughput per setting, a bar per scheme with its 95% CI across seeds
-    (the largest sweep value of each setting)."""
+    (the largest sweep value of each setting), drawn as the engine draws its bars
+    (plots.interval): throughput is no FCT, so the arithmetic mean with its interval cut
+    at zero below (an interval below zero says "few seeds", not a negative throughput)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from dcnlab.benchmarks.engine.metrics import SummaryRow
+    from dcnlab.benchmarks.engine.plots import interval, is_fct
+
+    metric, cls = "tput_mbps", "elephant"
     names = list(settings)
-    fig, ax = plt.subplots(figsize=(1.1 * len(names) + 2, 3.8))
+    fig, ax = plt.subplots(figsize=(1.1 * len(names) + 2, 4.2))
     width = 0.8 / len(schemes)
     for i, scheme in enumerate(schemes):
-        means, cis = [], []
+        cells = []
         for name in names:
             s = settings[name]
             loads = sorted({k[1] for k in s if k[0] == scheme})
-            row = s.get((scheme, loads[-1], "tput_mbps", "elephant", ECMP)) if loads else None
-            means.append(row["mean"] if row else math.nan)
-            cis.append(row["ci"] if row and math.isfinite(row["ci"]) else 0.0)
-        ax.bar([j + (i - (len(schemes) - 1) / 2) * width for j in range(len(names))], means,
-               width, yerr=cis, capsize=2, label=scheme)
+            row = s.get((scheme, loads[-1], metric, cls, ECMP)) if loads else None
+            # summary.csv's row as the engine's SummaryRow (its seed count is not read:
+            # interval does not use it)
+            cells.append(interval(None if row is None else SummaryRow(
+                scheme, loads[-1], metric, cls, 0, row["mean"], row["ci"], row["ratio"],
+                row["low"], row["high"]), is_fct(metric)))
+        ax.bar([j + (i - (len(schemes) - 1) / 2) * width for j in range(len(names))],
+               [c[0] for c in cells], width, yerr=[[c[1] for c in cells],
+                                                   [c[2] for c in cells]],
+               capsize=2, label=scheme)
     ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    ax.set_xlabel("setting (scenario of the sweep, at its largest sweep value)")
     ax.set_ylabel("long-flow throughput (Mbit/s)")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8)

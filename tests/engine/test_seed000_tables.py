@@ -6,7 +6,14 @@ import csv
 from pathlib import Path
 
 import pytest
-from figure_content import assert_readable, bar_heights, bar_series, panels, saved_figures
+from figure_content import (
+    assert_readable,
+    bar_heights,
+    bar_series,
+    intervals,
+    panels,
+    saved_figures,
+)
 
 from dcnlab.benchmarks import seed000_tables as t
 from dcnlab.benchmarks.engine.results import SUMMARY_COLUMNS
@@ -52,11 +59,35 @@ def test_tables_show_ratios_to_both_baselines_and_the_diagnosis(
     figures = saved_figures(monkeypatch)
     png = t.sweep_plot(t.scenarios(tmp_path / "sweep"), tmp_path / "plot" / "s.png")
     assert png.is_file()
-    assert_readable(figures["s.png"], "s.png", xlabel=False)
+    assert_readable(figures["s.png"], "s.png")
     (ax,) = panels(figures["s.png"])  # a bar per scheme, a group per setting (the ticks)
     assert [label.get_text() for label in ax.get_xticklabels()] == ["linux"]
     assert bar_series(ax) == ["single", "ecmp", "spray"]
     assert [bar_heights(ax, s)[0] for s in ("single", "ecmp", "spray")] == [26.0, 28.0, 24.5]
+
+
+def test_sweep_plot_names_its_axes_and_cuts_intervals_at_zero(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two settings; spray's throughput under reno is 2 +- 5 Mbit/s (three seeds far
+    apart): its whisker stops at 0, not at -3 (a throughput is never negative), the
+    others keep their symmetric interval; the x axis says what its ticks are."""
+    for name, spray in (("linux", (24.5, 1.0)), ("reno", (2.0, 5.0))):
+        rows = [_row("single", "tput_mbps", "elephant", 26.0),
+                _row("ecmp", "tput_mbps", "elephant", 28.0),
+                {**_row("spray", "tput_mbps", "elephant", spray[0]), "ci95": spray[1]}]
+        _write(tmp_path / "sweep" / name / "summary.csv", rows)
+    figures = saved_figures(monkeypatch)
+    t.sweep_plot(t.scenarios(tmp_path / "sweep"), tmp_path / "s.png")
+    fig = figures["s.png"]
+    assert_readable(fig, "s.png")
+    (ax,) = panels(fig)
+    assert "setting" in ax.get_xlabel()
+    assert [label.get_text() for label in ax.get_xticklabels()] == ["linux", "reno"]
+    assert bar_heights(ax, "spray") == [24.5, 2.0]
+    # whiskers per scheme in plotting order (single, ecmp, spray), a setting each:
+    # mean -+ 1 (_row's ci95), spray under reno from max(2 - 5, 0) to 2 + 5
+    assert intervals(ax) == [(25.0, 27.0), (25.0, 27.0), (27.0, 29.0), (27.0, 29.0),
+                             (23.5, 25.5), (0.0, 7.0)]
 
 
 def test_a_directory_without_summaries_is_a_clear_error(tmp_path: Path) -> None:
