@@ -10,9 +10,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from waiting import wait_for
 
 from dcnlab.check import all_pairs_ping, check, inter_pod_pairs
 from dcnlab.topo.network import Network
+from dcnlab.topo.readiness import in_host, wait_listening
 from dcnlab.topo.spec import parse
 
 pytestmark = pytest.mark.network
@@ -42,7 +44,7 @@ def _core_tx(net: Network, cores: list[str]) -> dict[str, int]:
 
 def _transfer(net: Network, src: str, dst: str, size: str, port: int) -> tuple:
     server = net.host(dst).popen(["iperf3", "-s", "-1", "-p", str(port)])
-    time.sleep(0.5)
+    wait_listening(in_host(net.host(dst)), port, what="iperf3 server")
     client = net.host(src).popen(["iperf3", "-c", net.host(dst).IP(), "-p", str(port),
                                   "-n", size, "--connect-timeout", "3000"])
     return server, client
@@ -68,10 +70,14 @@ def test_core_link_down_under_a_transfer(app: str) -> None:
     with Network(spec, app=f"dcnlab.apps.{app}") as net:
         before = _core_tx(net, cores)
         server, client = _transfer(net, src, dst, LONG_TRANSFER, 5301)
-        time.sleep(2.0)  # two stats polls into the transfer
-        moved = {c: v - before[c] for c, v in _core_tx(net, cores).items()}
-        busy = max(moved, key=moved.get)
-        assert moved[busy] > 1_000_000, moved
+
+        def moved() -> dict[str, int]:  # bytes per core since the transfer began
+            return {c: v - before[c] for c, v in _core_tx(net, cores).items()}
+
+        # Port statistics are polled every second: wait until they show the transfer.
+        carried = wait_for(lambda: (m := moved()) and max(m.values()) > 1_000_000 and m, 20)
+        assert carried, moved()
+        busy = max(carried, key=carried.get)
         # Fail the busy core's link into the source pod: the flow's path breaks.
         src_pod = spec.switch(spec.host(src).interfaces[0].switch).pod
         agg = next(lk.a if lk.b == busy else lk.b for lk in spec.fabric_links()
@@ -84,8 +90,8 @@ def test_core_link_down_under_a_transfer(app: str) -> None:
         assert state["links_down"], state
         assert net.mn.pingAll(timeout=2) == 0.0
         net.set_link(agg, busy, up=True)
-        time.sleep(1.0)
-        assert not (net.state() or {})["links_down"]
+        restored = wait_for(lambda: not (net.state() or {}).get("links_down", [None]), 10)
+        assert restored, net.state()
         assert net.mn.pingAll(timeout=2) == 0.0
 
 
@@ -113,13 +119,11 @@ def test_discovery_mode_learns_fabric_and_hosts() -> None:
                 break
             time.sleep(0.3)
         assert state.get("links") == 4 and state.get("settled"), state
-        # A host is located by its first ARP, so a first ping may be lost while the
-        # controller probes for its target (seen ~1 run in 3): every pair must answer
-        # by its second chance.
-        first, unreachable, _ = all_pairs_ping(net.mn.hosts)
-        assert unreachable == [], (first, unreachable)
-        time.sleep(0.5)
-        state = net.state() or {}
+        # A host is located by its first ARP; the controller answers once the routes to
+        # it are on every switch, so no first packet is lost (one ping per pair).
+        lost, _ = all_pairs_ping(net.mn.hosts)
+        assert lost == [], lost
+        state = wait_for(lambda: (s := net.state() or {}).get("hosts") == 4 and s, 10)
+        assert state, net.state()
         assert state["mode"] == "discovery"
-        assert state["hosts"] == 4
         assert state["counters"].get("arp_from_fabric", 0) == 0

@@ -127,23 +127,28 @@ class _PingHost:
 
     def __init__(self, name: str, ip: str, replies: dict[str, list[bool]]) -> None:
         self.name, self.ip, self.replies = name, ip, replies
+        self.commands: list[str] = []
 
     def IP(self) -> str:  # noqa: N802 - Mininet's spelling
         return self.ip
 
     def cmd(self, command: str) -> str:
+        self.commands.append(command)
         script = self.replies.get(command.split()[-1])
         ok = script.pop(0) if script else True
         return f"1 packets transmitted, {1 if ok else 0} received"
 
 
-def test_all_pairs_ping_gives_lost_first_pings_a_second_chance() -> None:
-    from dcnlab.check import all_pairs_ping
+def test_all_pairs_ping_counts_a_lost_first_ping_as_lost() -> None:
+    """One ping per pair, waiting PING_TIMEOUT_S for ARP and the echo: a first ping that
+    is lost fails the pair, whatever a second one would do (no second chance hides a
+    fabric that drops packets to a host located just now)."""
+    from dcnlab.check import PING_TIMEOUT_S, all_pairs_ping
 
-    a = _PingHost("h1", "10.0.0.1", {"10.0.0.2": [False, True],     # ARP was slow
+    a = _PingHost("h1", "10.0.0.1", {"10.0.0.2": [False, True],   # lost, then would pass
                                      "10.0.0.3": [False, False]})  # unreachable
     b, c = _PingHost("h2", "10.0.0.2", {}), _PingHost("h3", "10.0.0.3", {})
-    first, unreachable, pairs = all_pairs_ping([a, b, c])
+    lost, pairs = all_pairs_ping([a, b, c])
     assert pairs == 6
-    assert first == [("h1", "h2"), ("h1", "h3")]
-    assert unreachable == [("h1", "h3")]
+    assert lost == [("h1", "h2"), ("h1", "h3")]
+    assert a.commands == [f"ping -c1 -W{PING_TIMEOUT_S} 10.0.0.{i}" for i in (2, 3)]
