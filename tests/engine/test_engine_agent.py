@@ -4,6 +4,7 @@ happens to it.  Each "host" is an agent process bound to its own 127.0.0.x addre
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -194,12 +195,23 @@ def test_receivers_count_bytes_per_flow_every_interval(tmp_path: Path) -> None:
     h3 = [json.loads(line) for line in (tmp_path / "rx_h3.jsonl").read_text().splitlines()]
     assert (tmp_path / "rx_h1.jsonl").is_file()  # every agent samples, receiving or not
     times = [row["t"] for row in h2]
-    assert times[0] < 0.05 and times == sorted(times)
-    # On the 0.05 s grid: a tick fires at or after its grid time, at most once (the
-    # agent is busy with an unshaped loopback flow, so some fire late); the last line
-    # is the final count written at "stop".
-    ticks = [int(t / 0.05 + 1e-9) for t in times[:-1]]
-    assert ticks == sorted(set(ticks)) and len(ticks) >= 8
+    assert times[0] >= 0 and times == sorted(times)
+    # How many ticks fire depends on how busy the machine is, not on the agent: a tick
+    # that comes late (the agent is busy with an unshaped loopback flow, or not
+    # scheduled at all on a loaded machine) is skipped, never doubled.  So no count of
+    # ticks is asserted beyond what holds however late they come: the tick at T0 fires
+    # at the latest in the turn of h2's event loop in which it answers flow 0 (timers
+    # run after the sockets' events), which it does only after flow 0's sender stopped
+    # at T0 + 0.6 s; the runner sends "stop" -- where h2 writes its last line, the final
+    # count -- only after that answer.  So at least that tick and the final line, the
+    # final one at 0.6 s or later (1e-6: the file rounds t to microseconds).
+    assert len(h2) >= 2 and times[-1] >= 0.6 - 1e-6
+    # The grid ticks (all lines but the final one) never come twice in one 0.05 s period:
+    # between two of them lies a point of the grid (within the file's rounding).
+    ticks = times[:-1]
+    for before, after in zip(ticks[:-1], ticks[1:], strict=True):
+        grid_point = math.floor((after + 1e-6) / 0.05) * 0.05  # the last one <= after
+        assert grid_point > before - 1e-6, (before, after)
     counts = [row["bytes"].get("0", 0) for row in h2]
     assert counts == sorted(counts) and counts[-1] == result.records[0]["bytes"]
     assert h2[-1]["bytes"]["2"] == result.records[2]["bytes"] > 0
