@@ -2,10 +2,11 @@
 
 In data-plane mode the controller learns paths and counters only from flow statistics
 (:mod:`.dataplane`).  Reading them is not free: Ryu decodes every learned per-flow entry
-of a reply in Python (about 50 us each on a 2-core lab machine), and while it decodes,
-the controller's single event loop answers nothing else: ARP requests (which resolve
-through the controller) waited 50-220 ms behind rounds of about 1000 entries polled
-from every switch at once, every 0.5 s (issue #15).  So:
+of a reply in Python (84-114 us each on the shared 2-core lab VM at load average 3.6,
+2026-11-28; ``benchmarks/tcppath_polling.py`` measures it on any machine), and while it
+decodes, the controller's single event loop answers nothing else: ARP requests (which
+resolve through the controller) waited 50-220 ms behind rounds of about 1000 entries
+polled from every switch at once, every 0.5 s (issue #15).  So:
 
 * the switches of a round are asked one after another, spread over the round, so the
   decoding comes in one switch's share at a time instead of all at once;
