@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from dcnlab.schemes.uc3.alloc import (
@@ -16,6 +18,7 @@ from dcnlab.schemes.uc3.alloc import (
     fair_shares,
     max_min_shares,
     reallocate,
+    under_using,
     window_segments,
 )
 
@@ -101,6 +104,20 @@ def test_flow_without_sample_counts_as_filling() -> None:
     assert got == {"a": 10.0, "b": 18.0}
 
 
+def test_a_flow_held_at_its_window_is_not_under_using() -> None:
+    # f1 measures 5 < 20, but its cwnd has reached its allocated window: the queue the
+    # others build holds it down, not a lack of demand, so nothing of its share moves.
+    assert reallocate(SHARES, SMOOTHED, EDGE, beta=0.8, window_limited={"f1"}) == SHARES
+    # Held or not, the others keep their own reading: f2 (24 < 25) still under-uses at
+    # beta 1.0 and its 1 goes to f3 and f4 (f1, held, is filling and takes a third).
+    got = reallocate(SHARES, SMOOTHED, EDGE, beta=1.0, window_limited={"f1"})
+    assert got == {"f1": pytest.approx(25 + 1 / 3), "f2": 25.0,
+                   "f3": pytest.approx(25 + 1 / 3), "f4": pytest.approx(25 + 1 / 3)}
+    assert under_using(25.0, 5.0, 0.8, window_limited=False)
+    assert not under_using(25.0, 5.0, 0.8, window_limited=True)
+    assert not under_using(25.0, None, 0.8, window_limited=False)
+
+
 # A segment occupies mss + 66 bytes on the wire (Ethernet 14, IPv4 20, TCP 20 and the
 # timestamp option 12): an MSS of 934 makes 1000-byte frames, 1434 makes 1500.
 @pytest.mark.parametrize(("rate", "rtt", "mss", "up", "rnd", "down"), [
@@ -165,6 +182,13 @@ def test_allocator_round_trip_with_reallocation() -> None:
     got = alloc.allocate(_flows({"a": 60e6, "b": 50e6}), cap)
     assert got["a"].under_using
     got = alloc.allocate(_flows({"a": 60e6, "b": 50e6}), cap)
+    assert not got["a"].under_using and got["b"].rate_bps == 50e6
+
+    # A window-limited flow (cwnd at its clamp) keeps its share to itself however low
+    # its throughput reads.
+    held = {f: replace(i, window_limited=(f == "a"))
+            for f, i in _flows({"a": 5e6, "b": 50e6}).items()}
+    got = Allocator(AllocConfig(beta=0.8)).allocate(held, cap)
     assert not got["a"].under_using and got["b"].rate_bps == 50e6
 
 

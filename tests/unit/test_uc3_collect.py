@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from dcnlab.benchmarks.longflows import jain, rates, series
@@ -86,6 +88,7 @@ def test_flow_table_keeps_active_senders_only() -> None:
     inputs = table.inputs({Tuple4("10.0.0.1", 1, "10.1.0.1", 5400): path})
     (only,) = inputs.values()
     assert only.edge == 1 and only.rtt_s == 0.01 and only.throughput_bps == 40e6
+    assert not only.window_limited  # no clamp requested
     table.expire(now=2.0)
     assert not table.flows
 
@@ -144,3 +147,16 @@ def test_jain_and_receiver_rates() -> None:
     per = series(rows)
     assert len(per) == 2 and per[0]["total_bps"] == 12000.0
     assert per[0]["jain"] == pytest.approx(0.9)
+
+
+def test_a_flow_whose_cwnd_reached_its_clamp_is_window_limited() -> None:
+    """The agent reports each flow's cwnd and the window clamped on it: at the clamp, the
+    flow sends all it is allowed (the allocator never counts it as under-using)."""
+    path = ((1, 1), (2, 3))
+    cases = {1: (10, 10), 2: (10, 12), 3: (12, 10), 4: (10, 0)}  # sport: (cwnd, clamp)
+    table = FlowTable()
+    table.report("10.0.0.1", [replace(_stats("10.0.0.1", p, "10.1.0.1", 5e6), cwnd=c, clamp=k)
+                              for p, (c, k) in cases.items()], now=0.0)
+    inputs = table.inputs({f: path for f in table.flows})
+    assert {f.lport: i.window_limited for f, i in inputs.items()} == {
+        1: True, 2: False, 3: True, 4: False}

@@ -166,8 +166,10 @@ class FlowTable:
             if not path:
                 continue
             edge = next((dpid for dpid, _port in path if dpid not in outside), path[0][0])
-            out[flow] = FlowInput(path=path, rtt_s=rec.stats.rtt_us / 1e6, mss=rec.stats.mss,
-                                  throughput_bps=rec.stats.throughput_bps, edge=edge)
+            s = rec.stats
+            out[flow] = FlowInput(path=path, rtt_s=s.rtt_us / 1e6, mss=s.mss,
+                                  throughput_bps=s.throughput_bps, edge=edge,
+                                  window_limited=s.clamp > 0 and s.cwnd >= s.clamp)
         return out
 
 
