@@ -219,6 +219,12 @@ pub fn serve(cfg: &ServeConfig, emit: &mut dyn FnMut(&str)) -> std::io::Result<u
     ));
     let mut socks: Vec<RxSock> = Vec::new();
     let mut conns: HashMap<u64, (RxConn, Instant)> = HashMap::new();
+    // Connections that ended, and when: a subflow whose handshake completes after its
+    // connection did (a slow path's, once the fast one carried everything) says HELLO
+    // for an id that is gone.  It must not start a new connection (whose FIN would then
+    // find nothing delivered, and be reported and counted as a second, failed one): it
+    // is closed without a word.  Kept for `cfg.idle`, as long as a subflow may be silent.
+    let mut ended_at: HashMap<u64, Instant> = HashMap::new();
     let mut done = 0u64;
     let mut failed = 0u64;
     let mut pfds: Vec<libc::pollfd> = Vec::new();
@@ -278,6 +284,7 @@ pub fn serve(cfg: &ServeConfig, emit: &mut dyn FnMut(&str)) -> std::io::Result<u
                 continue;
             }
             let mut eof = false;
+            let mut late = false; // a subflow of a connection that already ended
             let mut proto_err: Option<String> = None;
             // read what is there (bounded, so one subflow cannot starve the others)
             for _ in 0..16 {
@@ -316,6 +323,10 @@ pub fn serve(cfg: &ServeConfig, emit: &mut dyn FnMut(&str)) -> std::io::Result<u
                 };
                 if s.conn.is_none() {
                     match frame {
+                        Frame::Hello(h) if ended_at.contains_key(&h.conn_id) => {
+                            late = true;
+                            break;
+                        }
                         Frame::Hello(h) => {
                             s.sub = h.subflow;
                             s.conn = Some(h.conn_id);
@@ -374,7 +385,10 @@ pub fn serve(cfg: &ServeConfig, emit: &mut dyn FnMut(&str)) -> std::io::Result<u
                 }
             }
             let s = &mut socks[i];
-            if let Some(e) = proto_err {
+            if late {
+                net::shutdown_write(s.fd);
+                drop_socks.push(i);
+            } else if let Some(e) = proto_err {
                 match s.conn {
                     Some(id) => ended.push((id, Some(e))),
                     None => {
@@ -400,6 +414,7 @@ pub fn serve(cfg: &ServeConfig, emit: &mut dyn FnMut(&str)) -> std::io::Result<u
         }
         // idle connections and sockets that never said HELLO
         let now = Instant::now();
+        ended_at.retain(|_, at| now.duration_since(*at) <= cfg.idle);
         for (id, (_, seen)) in conns.iter() {
             if now.duration_since(*seen) > cfg.idle {
                 ended.push((*id, Some(format!("no traffic for {:?}", cfg.idle))));
@@ -414,6 +429,7 @@ pub fn serve(cfg: &ServeConfig, emit: &mut dyn FnMut(&str)) -> std::io::Result<u
             let Some((c, _)) = conns.remove(&id) else {
                 continue;
             };
+            ended_at.insert(id, now);
             // flush replies (FIN_ACK) best effort, then close every subflow
             for (i, s) in socks.iter_mut().enumerate() {
                 if s.conn == Some(id) {

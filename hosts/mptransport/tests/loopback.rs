@@ -108,3 +108,60 @@ fn a_bad_peer_gets_a_clear_error() {
     assert!(lines[0].contains("out-of-window"), "{lines:?}");
     assert!(lines[0].contains("\"intact\":false"), "{lines:?}");
 }
+
+#[test]
+fn a_subflow_that_joins_after_its_connection_ended_is_closed_quietly() {
+    // Subflow 0 carries a whole connection; subflow 1's HELLO (a slow path's handshake)
+    // arrives only afterwards, followed by the FIN the sender puts on every subflow.  The
+    // receiver must report that connection once, intact, and not start a second one from
+    // the late HELLO (which would find 0 of 100 bytes delivered and count as a failure).
+    use dcnlab_mp::wire::{data_header, encode_hello, encode_u64, Hello};
+    use std::io::{Read, Write};
+    let (addr, h) = server(2);
+    let hello = |conn_id: u64, subflow: u8| {
+        let mut b = Vec::new();
+        encode_hello(
+            &Hello {
+                conn_id,
+                subflow,
+                seed: 9,
+                total: 100,
+                window: 1000,
+            },
+            &mut b,
+        );
+        b
+    };
+    let whole = |conn_id: u64| {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        let mut payload = [0u8; 100];
+        dcnlab_mp::pattern::fill(9, 0, &mut payload);
+        s.write_all(&hello(conn_id, 0)).unwrap();
+        s.write_all(&data_header(0, 100)).unwrap();
+        s.write_all(&payload).unwrap();
+        let mut fin = Vec::new();
+        encode_u64(b'F', 100, &mut fin);
+        s.write_all(&fin).unwrap();
+        let mut answer = Vec::new();
+        s.read_to_end(&mut answer).unwrap(); // DATA_ACK, FIN_ACK, then closed
+        assert!(!answer.is_empty());
+    };
+    whole(7);
+    let mut late = std::net::TcpStream::connect(addr).unwrap();
+    late.write_all(&hello(7, 1)).unwrap();
+    let mut fin = Vec::new();
+    encode_u64(b'F', 100, &mut fin);
+    late.write_all(&fin).unwrap();
+    let mut rest = Vec::new();
+    let _ = late.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "a late subflow gets no answer: {rest:?}");
+    whole(8); // the server stops after two connections
+    let lines = h.join().unwrap();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for (line, conn) in lines.iter().zip(["\"conn\":7,", "\"conn\":8,"]) {
+        assert!(
+            line.contains(conn) && line.contains("\"intact\":true"),
+            "{lines:?}"
+        );
+    }
+}
