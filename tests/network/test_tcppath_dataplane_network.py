@@ -26,6 +26,8 @@ from test_tcppath_network import (
     _inter_leaf_pairs,
     _rows,
     _walk,
+    counters,
+    grew,
     wait_state,
 )
 from test_tcppath_network import _per_flow_tables as ovs_tables
@@ -90,8 +92,6 @@ print(got.decode())
 """
 
 
-def _counters(net: Network) -> dict[str, int]:
-    return (net.state() or {}).get("counters", {})
 
 
 def _wait_counter(net: Network, name: str, wanted: int, timeout: float = 20.0) -> Any:
@@ -129,7 +129,7 @@ def _wait_paths(net: Network, src_ip: str, sports: set[int], timeout: float = 5.
 
 def test_connections_complete_without_packet_in(net: Network) -> None:
     spec = net.spec
-    before = _counters(net)
+    before = counters(net)
     sequential = _inter_leaf_pairs(spec, 50, seed=1)
     for i, (a, b) in enumerate(sequential):
         (row,) = _rows(_client(net, a, b, 41000 + i))
@@ -142,7 +142,7 @@ def test_connections_complete_without_packet_in(net: Network) -> None:
     # 0.5 s (longer as tables grow): wait for the counters, up to 10 s (confirmations
     # come after the explorations).
     _wait_counter(net, "tcppath_confirmed", before.get("tcppath_confirmed", 0) + 70)
-    after = _counters(net)
+    after = counters(net)
     for name in ("tcppath_tcp_packet_in", "tcppath_copy_packet_in"):
         assert after.get(name, 0) == before.get(name, 0) == 0, name
     assert after.get("errors", 0) == 0, (net.state() or {}).get("warnings")
@@ -174,7 +174,7 @@ def test_idle_flow_ages_out_and_its_next_packet_re_explores(net: Network) -> Non
     that re-explores does.)"""
     src, dst, sport = "h2", "h15", 43000
     assert QUIET < SERVER_TIMEOUT - 10  # the server must not close the quiet connection
-    before = _counters(net)
+    before = counters(net)
     proc = net.host(src).popen([sys.executable, "-c", QUIET_CLIENT, net.host(dst).IP(),
                                 str(PORT), str(sport), str(QUIET)], stdout=-1, stderr=-1)
     out, err = proc.communicate(timeout=60)
@@ -221,6 +221,7 @@ def test_path_recovers_when_its_link_goes_down(net: Network) -> None:
         path = _wait_paths(net, net.host(src).IP(), {sport})[sport]  # the latest one
         assert len(path) == 3
         spine = next(s.name for s in spec.switches if s.dpid == path[1])
+        before = counters(net)
         net.set_link(spine, _edge(spec, dst), up=False)
         assert client.wait(timeout=60) == 0
 
@@ -230,10 +231,10 @@ def test_path_recovers_when_its_link_goes_down(net: Network) -> None:
 
         # Path Fail, then the re-explored path, come from polling rounds after the link
         # went down: wait for them (the transfer may end before the next round).
-        state = wait_state(net, lambda s: s["counters"].get("tcppath_path_fail", 0) >= 1
-                            and s["counters"].get("tcppath_recovered", 0) >= 1)
-        assert state["counters"].get("tcppath_path_fail", 0) >= 1, state["counters"]
-        assert state["counters"].get("tcppath_recovered", 0) >= 1, state["counters"]
+        state = wait_state(net, lambda s: grew(before, s, "tcppath_path_fail") >= 1
+                           and grew(before, s, "tcppath_recovered") >= 1)
+        assert grew(before, state, "tcppath_path_fail") >= 1, (before, state["counters"])
+        assert grew(before, state, "tcppath_recovered") >= 1, (before, state["counters"])
         new = new_paths(state)[-1]
         assert path[1] not in new, new
     finally:

@@ -68,6 +68,16 @@ def wait_state(net: Network, done: Any, timeout: float = 20.0) -> Any:
     return wait_for(ready, timeout, interval=0.2) or net.state() or {}
 
 
+def counters(net: Network) -> dict[str, int]:
+    return (net.state() or {}).get("counters", {})
+
+
+def grew(before: dict[str, int], state: Any, name: str) -> int:
+    """How much counter ``name`` grew since ``before`` (tests share a module's network, so
+    a counter says what this test did only as a difference)."""
+    return state.get("counters", {}).get(name, 0) - before.get(name, 0)
+
+
 def state_written_after(net: Network, moment: float) -> Any:
     """The first state the app wrote after ``moment`` (time.time()): in controller mode
     what the switches punted before then has been counted in it."""
@@ -138,6 +148,7 @@ def _walk(net: Network, tables: dict[str, dict[tuple, int]], src: str, dst: str,
 
 def test_connections_complete_on_loop_free_paths(net: Network) -> None:
     spec = net.spec
+    before = counters(net)
     sequential = _inter_leaf_pairs(spec, 50, seed=1)
     for i, (a, b) in enumerate(sequential):
         (row,) = _rows(_client(net, a, b, 41000 + i))
@@ -151,14 +162,15 @@ def test_connections_complete_on_loop_free_paths(net: Network) -> None:
         there = _walk(net, tables, a, b, 42000 + i, PORT)
         back = _walk(net, tables, b, a, PORT, 42000 + i)
         assert there == back[::-1] and there[0] == _edge(spec, a)
-    state = wait_state(net, lambda s: s["counters"].get("tcppath_confirmed", 0) >= 70)
-    assert state["counters"].get("tcppath_confirmed", 0) >= 70, state["counters"]
+    state = wait_state(net, lambda s: grew(before, s, "tcppath_confirmed") >= 70)
+    assert grew(before, state, "tcppath_confirmed") >= 70, (before, state["counters"])
     for f in state["tcppath"]["recent"]:
         assert len(set(f["path"])) == len(f["path"]), f
     assert state["counters"].get("errors", 0) == 0
 
 
 def test_entries_vanish_after_idle_timeout(net: Network) -> None:
+    before = counters(net)
     (row,) = _rows(_client(net, "h1", "h16", 43000))
     assert row["ok"]
     assert any(_per_flow_tables(net).values())
@@ -167,9 +179,9 @@ def test_entries_vanish_after_idle_timeout(net: Network) -> None:
     gone = wait_for(lambda: not any(_per_flow_tables(net).values()), IDLE + 15, 0.5)
     assert gone, _per_flow_tables(net)
     state = wait_state(net, lambda s: s["tcppath"]["flow_entries_total"] == 0
-                       and s["counters"].get("tcppath_flows_aged", 0) >= 1)
+                       and grew(before, s, "tcppath_flows_aged") >= 1)
     assert state["tcppath"]["flow_entries_total"] == 0
-    assert state["counters"].get("tcppath_flows_aged", 0) >= 1
+    assert grew(before, state, "tcppath_flows_aged") >= 1, (before, state["counters"])
 
 
 def test_new_flows_avoid_a_loaded_spine(net: Network) -> None:
@@ -215,10 +227,11 @@ def test_malformed_punts_are_counted_not_fatal(net: Network) -> None:
 def _connects_despite_a_full_table(net: Network, sport: int) -> None:
     """A new connection completes on the default routes while switches refuse its
     per-flow entries; the app counts the refusals and keeps running."""
+    before = counters(net)
     (row,) = _rows(_client(net, "h2", "h7", sport))
     assert row["ok"], row
-    state = wait_state(net, lambda s: s["counters"].get("tcppath_table_full", 0) >= 1)
-    assert state["counters"].get("tcppath_table_full", 0) >= 1, state["counters"]
+    state = wait_state(net, lambda s: grew(before, s, "tcppath_table_full") >= 1)
+    assert grew(before, state, "tcppath_table_full") >= 1, (before, state["counters"])
     assert state["pid"] == net.controller_pid
 
 
@@ -257,12 +270,13 @@ def test_path_recovers_when_its_link_goes_down(net: Network) -> None:
             time.sleep(0.2)
         assert path and len(path[-1]) == 3
         spine = next(s.name for s in spec.switches if s.dpid == path[-1][1])
+        before = counters(net)
         net.set_link(spine, _edge(spec, dst), up=False)
         assert client.wait(timeout=60) == 0
-        state = wait_state(net, lambda s: s["counters"].get("tcppath_path_fail", 0) >= 1
-                           and s["counters"].get("tcppath_recovered", 0) >= 1)
-        assert state["counters"].get("tcppath_path_fail", 0) >= 1, state["counters"]
-        assert state["counters"].get("tcppath_recovered", 0) >= 1, state["counters"]
+        state = wait_state(net, lambda s: grew(before, s, "tcppath_path_fail") >= 1
+                           and grew(before, s, "tcppath_recovered") >= 1)
+        assert grew(before, state, "tcppath_path_fail") >= 1, (before, state["counters"])
+        assert grew(before, state, "tcppath_recovered") >= 1, (before, state["counters"])
         new = [f["path"] for f in state["tcppath"]["recent"] if f["sport"] == 45500][-1]
         assert path[-1][1] not in new, new
     finally:
