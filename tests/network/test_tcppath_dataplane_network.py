@@ -92,8 +92,6 @@ print(got.decode())
 """
 
 
-
-
 def _wait_counter(net: Network, name: str, wanted: int, timeout: float = 20.0) -> Any:
     """The controller's state once counter ``name`` reached ``wanted``."""
     return wait_state(net, lambda s: s.get("counters", {}).get(name, 0) >= wanted, timeout)
