@@ -42,27 +42,20 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-from ryu.ofproto import ofproto_v1_3_parser as parser
-
-from dcnlab.controller.oftable import FakeDatapath, FakeNetwork, tcp_packet
-from dcnlab.controller.view import HostLocation, NetworkView
-from dcnlab.schemes.tcppath import dataplane as dpl
+from dcnlab.controller.oftable import tcp_packet
+from dcnlab.controller.view import HostLocation
 from dcnlab.schemes.tcppath import polling
+from dcnlab.schemes.tcppath.inmemory import InMemoryFabric
 from dcnlab.topo.spec import parse
 
 SYN, SYNACK = 0x002, 0x012
 
 
-def _ev(**msg: Any) -> SimpleNamespace:
-    return SimpleNamespace(msg=SimpleNamespace(**msg))
-
-
-class Fabric:
-    """The app in data-plane mode over fake Open vSwitch datapaths (as the unit tests'
-    harness sets it up: features, description, the first barrier, what it installs)."""
+class Fabric(InMemoryFabric):
+    """The app in data-plane mode over fake Open vSwitch datapaths (the unit tests'
+    harness)."""
 
     def __init__(self, topo: str, workdir: Path) -> None:
         spec = parse(topo)
@@ -73,34 +66,8 @@ class Fabric:
         os.environ.pop("DCNLAB_STATE_FILE", None)
         from dcnlab.apps.tcppath import TcpPath  # reads the environment when it starts
 
-        self.app = TcpPath()
-        self.view = NetworkView.from_topology(spec)
-        self.net = FakeNetwork(self.view)
-        self.dps = {s.dpid: FakeDatapath(s.dpid) for s in spec.switches}
-        for dp in self.dps.values():
-            self.app._features(_ev(datapath=dp))
-        for dp in self.dps.values():
-            self.app.switch_described(dp, "Nicira, Inc.", "hw", "Open vSwitch")
-        for dp in self.dps.values():
-            barrier = [m for m in dp.sent if isinstance(m, parser.OFPBarrierRequest)]
-            self.app._barrier(_ev(datapath=dp, xid=barrier[0].xid))
-        self.drain()
+        super().__init__(TcpPath(), spec)
         assert self.app.dataplane, "the app did not start in data-plane mode"
-
-    def drain(self) -> None:
-        """Apply what the app sent and answer its barriers until it sends nothing more."""
-        while True:
-            answered = False
-            for dpid, dp in self.dps.items():
-                msgs = dp.take()
-                self.net.replay(dpid, [m for m in msgs if isinstance(
-                    m, (parser.OFPFlowMod, parser.OFPGroupMod))])
-                for m in msgs:
-                    if isinstance(m, parser.OFPBarrierRequest):
-                        self.app._barrier(_ev(datapath=dp, xid=m.xid))
-                        answered = True
-            if not answered:
-                return
 
     def connect(self, src: HostLocation, dst: HostLocation, sport: int) -> None:
         """A connection's SYN (its copies explore) and SYN-ACK (confirms a path)."""
@@ -111,14 +78,7 @@ class Fabric:
         """One polling round over every switch, answered in order: (per-flow entries
         reported, the round's cost in seconds as the app accounts it)."""
         self.app.polling.start_round(sorted(self.dps))
-        entries = 0
-        for dpid, dp in sorted(self.dps.items()):
-            for req in dpl.stats_requests(dp):
-                dp.set_xid(req)
-                body = self.net.switches[dpid].flow_stats(req.table_id, req.cookie,
-                                                          req.cookie_mask)
-                entries += sum(1 for s in body if s.cookie == dpl.COOKIE_FLOW)
-                self.app._flow_stats(_ev(datapath=dp, xid=req.xid, body=body, flags=0))
+        entries = self.poll(sorted(self.dps))
         self.drain()
         return entries, self.app.polling.last_cost
 

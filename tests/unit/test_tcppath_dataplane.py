@@ -22,11 +22,13 @@ from state_schema import mismatches
 from dcnlab.apps.ecmp import Ecmp
 from dcnlab.apps.tcppath import TcpPath
 from dcnlab.apps.tfe import Tfe
-from dcnlab.controller.oftable import FakeDatapath, FakeNetwork, SendResult, tcp_packet
+from dcnlab.controller.oftable import FakeDatapath, SendResult, tcp_packet
 from dcnlab.controller.rules import COOKIE_DCNLAB
 from dcnlab.controller.view import HostLocation, NetworkView
 from dcnlab.schemes.tcppath import dataplane as dpl
 from dcnlab.schemes.tcppath import polling
+from dcnlab.schemes.tcppath.inmemory import OVS, InMemoryFabric
+from dcnlab.schemes.tcppath.inmemory import event as _ev
 from dcnlab.schemes.tcppath.state_file import TcpPathControllerState
 
 TOPO = "spineleaf:4,4,2"  # spines 1-4, leaves 5-8, two hosts per leaf
@@ -35,51 +37,17 @@ SYN, SYNACK, ACK = 0x002, 0x012, 0x010
 SLOW = 0.5
 
 
-def _ev(**msg: Any) -> SimpleNamespace:
-    return SimpleNamespace(msg=SimpleNamespace(**msg))
 
 
-class Fabric:
+class Fabric(InMemoryFabric):
     """The app (data-plane mode), fake datapaths and the fake network they program."""
 
     def __init__(self, app_cls: type, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
-                 mfr: str = "Nicira, Inc.", sw: str = "Open vSwitch", topo: str = TOPO,
-                 **env: str) -> None:
+                 mfr: str = OVS[0], sw: str = OVS[1], topo: str = TOPO, **env: str) -> None:
         env.setdefault("DCNLAB_TCPPATH_IDLE", "10")
-        self.app, spec = app_from_topology(app_cls, topo, tmp_path, monkeypatch, **env)
-        self.view = NetworkView.from_topology(spec)
-        self.net = FakeNetwork(self.view)
-        self.dps = {s.dpid: FakeDatapath(s.dpid) for s in spec.switches}
+        app, spec = app_from_topology(app_cls, topo, tmp_path, monkeypatch, **env)
         self.removed: list[tuple[int, Any, int]] = []
-        self.unanswered: list[tuple[int, int]] = []  # barriers drain(barriers=False) kept
-        for dp in self.dps.values():
-            self.app._features(_ev(datapath=dp))
-        for dp in self.dps.values():
-            self.app.switch_described(dp, mfr, "hw", sw)
-        for dp in self.dps.values():
-            barrier = [m for m in dp.sent if isinstance(m, parser.OFPBarrierRequest)]
-            self.app._barrier(_ev(datapath=dp, xid=barrier[0].xid))
-        self.drain()
-
-    def drain(self, barriers: bool = True) -> None:
-        """Apply what the app sent; ``barriers``: answer its barrier requests (after the
-        messages before them), until the app sends nothing more."""
-        while True:
-            answered = False
-            for dpid, dp in self.dps.items():
-                msgs = dp.take()
-                self.net.replay(dpid, [m for m in msgs if isinstance(
-                    m, (parser.OFPFlowMod, parser.OFPGroupMod))])
-                for m in msgs:
-                    if not isinstance(m, parser.OFPBarrierRequest):
-                        continue
-                    if barriers:
-                        self.app._barrier(_ev(datapath=dp, xid=m.xid))
-                        answered = True
-                    else:
-                        self.unanswered.append((dpid, m.xid))
-            if not answered:
-                return
+        super().__init__(app, spec, mfr, sw)
 
     def handshake(self, via: int) -> tuple[HostLocation, HostLocation]:
         """h1 (leaf 5) opens a connection to h5 (leaf 7): its SYN's copies are fastest via
@@ -89,27 +57,10 @@ class Fabric:
         self.send(h5, h1, 5001, 40000, SYNACK)
         return h1, h5
 
-    def host(self, name: str) -> HostLocation:
-        return next(h for h in self.view.hosts if h.name == name)
-
     def send(self, src: HostLocation, dst: HostLocation, sport: int, dport: int, flags: int,
              delays: dict[tuple[int, int], float] | None = None, dscp: int = 0) -> SendResult:
         pkt = {**tcp_packet(src, dst, sport, dport), "tcp_flags": flags, "ip_dscp": dscp}
         return self.net.send(src.ip, pkt, delays)
-
-    def poll(self, dpids: list[int] | None = None) -> None:
-        """The app's flow-stats requests to ``dpids`` (default: every switch), sent by hand
-        and answered by the fake switches."""
-        for dpid in self.dps if dpids is None else dpids:
-            dp = self.dps[dpid]
-            for req in dpl.stats_requests(dp):
-                dp.set_xid(req)
-                self.answer(dpid, req)
-
-    def answer(self, dpid: int, req: Any) -> None:
-        """The fake switch answers one flow-stats request of the app."""
-        body = self.net.switches[dpid].flow_stats(req.table_id, req.cookie, req.cookie_mask)
-        self.app._flow_stats(_ev(datapath=self.dps[dpid], xid=req.xid, body=body, flags=0))
 
     def age(self, now: float) -> None:
         """Time flows out at ``now``; flow-removed messages go to the app."""
