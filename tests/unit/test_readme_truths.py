@@ -21,7 +21,9 @@ TOPS = ("scripts", "docs", "benchmarks", "hosts", "switch_ext", "apps", "control
         "dcnlab", "tests", ".ci")
 _TOP = "|".join(re.escape(t) for t in TOPS)
 _PATH = re.compile(rf"(?<![\w./-])((?:{_TOP})/[\w./-]*[\w/])")
-_BLOCK = re.compile(r"^\s*```(?:sh|bash)?\n(.*?)^\s*```", re.S | re.M)
+# Fenced blocks with their info string; only shell blocks hold commands (the rendered
+# "What you get" section holds a ```text block).
+_BLOCK = re.compile(r"^\s*```([\w-]*)\n(.*?)^\s*```", re.S | re.M)
 
 
 def _load(path: Path) -> ModuleType:
@@ -39,8 +41,8 @@ def _load(path: Path) -> ModuleType:
 
 
 def _code_lines() -> list[str]:
-    return [ln.strip() for block in _BLOCK.findall(README) for ln in block.splitlines()
-            if ln.strip() and not ln.strip().startswith("#")]
+    return [ln.strip() for lang, block in _BLOCK.findall(README) if lang in ("", "sh", "bash")
+            for ln in block.splitlines() if ln.strip() and not ln.strip().startswith("#")]
 
 
 def test_paths_the_readme_names_exist() -> None:
