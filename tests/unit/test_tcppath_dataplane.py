@@ -22,7 +22,7 @@ from state_schema import mismatches
 from dcnlab.apps.ecmp import Ecmp
 from dcnlab.apps.tcppath import TcpPath
 from dcnlab.apps.tfe import Tfe
-from dcnlab.controller.oftable import FakeDatapath, SendResult, tcp_packet
+from dcnlab.controller.oftable import FakeDatapath, SendResult, packet_ints, tcp_packet
 from dcnlab.controller.rules import COOKIE_DCNLAB
 from dcnlab.controller.view import HostLocation, NetworkView
 from dcnlab.schemes.tcppath import dataplane as dpl
@@ -655,3 +655,34 @@ def test_a_failed_connection_confirmed_at_its_edge_alone_explores_again(
     clock[0] += 5.0
     fab.poll()  # a complete path: no more retries
     assert fab.app.counters["tcppath_path_fail_retried"] == 1
+
+
+def test_each_connection_floods_its_copies_in_a_port_order_of_its_own(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A switch emits a packet's copies in the order of its output actions, so a fixed
+    list let the first port's copy win every race on an idle fabric.  FLOOD's entries
+    rotate the port list by the low bits of the source port: every copy still leaves by
+    every port, each connection starts at a port of its own, and over many connections
+    every port comes first, at the source's edge and at the spines alike."""
+    fab = Fabric(TcpPath, tmp_path, monkeypatch)
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    leaf = fab.net.switches[h1.dpid]
+    uplinks = sorted(_port(fab.view, h1.dpid, s) for s in SPINES)
+    spine = fab.net.switches[SPINES[0]]
+    from_leaf = _port(fab.view, SPINES[0], h1.dpid)
+    downlinks = sorted(p for p in (_port(fab.view, SPINES[0], leaf_id) for leaf_id in (5, 6, 7, 8))
+                       if p != from_leaf)
+    first_up, first_down = [], []
+    for sport in range(40000, 40064):
+        pkt = packet_ints({**tcp_packet(h1, h5, sport, 5001), "tcp_flags": SYN})
+        out = leaf.process(pkt, h1.port)
+        assert sorted(e.port for e in out) == uplinks, out  # every uplink, in some order
+        first_up.append(out[0].port)
+        copy = next(e.packet for e in out if e.port == _port(fab.view, h1.dpid, SPINES[0]))
+        down = spine.process(copy, from_leaf)
+        assert sorted(e.port for e in down) == downlinks, down
+        first_down.append(down[0].port)
+    assert set(first_up) == set(uplinks), first_up
+    assert set(first_down) == set(downlinks), first_down
+    # evenly: 64 ports over 4 uplinks
+    assert sorted(first_up.count(p) for p in uplinks) == [16, 16, 16, 16]
