@@ -46,7 +46,7 @@ setup(
     packages=PACKAGES,
     package_dir=PACKAGE_DIR,
     package_data={
-        "dcnlab.benchmarks": ["experiments/*.yaml", "workloads/*.cdf"],
+        "dcnlab.benchmarks": ["experiments/*.yaml", "workloads/*.cdf", "papers/*.yaml"],
         "dcnlab.hosts.uc3_agent": ["clamp.bpf.c", "build_bpf.sh", "clamp.bpf.o"],
         "dcnlab.hosts.dctcp": ["dctcp.bpf.c", "build_bpf.sh", "dctcp.bpf.o"],
         "dcnlab.benchmarks.engine": ["flowtap.bpf.c", "build_flowtap.sh", "flowtap.bpf.o"],
