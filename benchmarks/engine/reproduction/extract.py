@@ -1,0 +1,187 @@
+"""From a reproduction's results (one directory per experiment and scenario, as ``dcnlab
+run`` writes them) to its summary, ``reproduction.json``: exactly the numbers the paper's
+claims need, and the run's provenance.
+
+The summary is what docs/reproductions/ commits: small (per-seed aggregates, never raw
+flows) and enough to regenerate the document byte for byte with the paper file.  Layout::
+
+    {"format": 1, "paper": "p002",
+     "run": {"commits": [...], "dirty": false, "date": "2026-11-28",
+             "machines": [{"os": ..., "cpus": 2, "kernel": ..., "cpu_model": ...}],
+             "duration_s": 3120, "dcnlab": ["0.1.0"],
+             "experiments": [{"file": "seed002.yaml", "scenario": null,
+                              "status": "complete", "seeds": [1, 2],
+                              "started": ..., "finished": ...}]},
+     "series": [{"experiment": "seed002.yaml", "scenario": null, "table": "network",
+                 "metric": "qout_mean", "class": "all", "scheme": "abq_ece",
+                 "load": 10.0, "seeds": {"1": 30.2, "2": 31.0}}, ...],
+     "paired": [{"experiment": ..., "scenario": ..., "metric": "fct", "class": "all",
+                 "scheme": ..., "baseline": ..., "load": ..., "pairs": 30,
+                 "ratio": 0.91, "low": 0.85, "high": 0.97}, ...]}
+
+``series``: per (experiment, scenario, table, metric, class, scheme, sweep value) the
+value of every seed (null where a run has none), for the claim's scheme and its
+baseline; ``paired``: per-flow claims' paired aggregate.  Numbers carry 10 significant
+digits, so the file is stable across machines that parse the CSVs alike.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..results import META_JSON, ResultsError, read_json
+from . import tables
+from .errors import MissingResultsError
+from .papers import PER_FLOW, Claim, Paper
+
+FORMAT = 1
+SUMMARY_JSON = "reproduction.json"
+_TIME = "%Y-%m-%dT%H:%M:%S%z"  # meta.json's started/finished
+
+
+def experiment_dir(out: Path, file: str, scenario: str | None) -> Path:
+    """Where ``dcnlab reproduce`` puts an experiment's results: OUT/<file's stem>, and a
+    scenario's OUT/<stem>/<scenario> (as ``dcnlab run --out OUT/<stem>`` does)."""
+    base = out / Path(file).stem
+    return base / scenario if scenario else base
+
+
+def number(value: Any) -> float | None:
+    """A value as the summary stores it: 10 significant digits, None if not finite."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return float(f"{x:.10g}") if math.isfinite(x) else None
+
+
+def series_key(experiment: str, scenario: str | None, table: str, metric: str, cls: str,
+               scheme: str, load: float) -> tuple[Any, ...]:
+    return (experiment, scenario, table, metric, cls, scheme, tables.value_key(load))
+
+
+def paired_key(experiment: str, scenario: str | None, metric: str, cls: str, scheme: str,
+               baseline: str, load: float) -> tuple[Any, ...]:
+    return (experiment, scenario, metric, cls, scheme, baseline, tables.value_key(load))
+
+
+def _where(claim: Claim) -> str:
+    return claim.experiment + (f" scenario {claim.scenario}" if claim.scenario else "")
+
+
+def extract(paper: Paper, out: Path) -> dict[str, Any]:
+    """The summary of the results under ``out`` for ``paper``'s claims.  Raises
+    MissingResultsError naming the claim and the file or column that is missing."""
+    readers: dict[Path, tables.ResultsDir] = {}
+    series: dict[tuple[Any, ...], dict[str, Any]] = {}
+    paired: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for claim in paper.claims:
+        where = experiment_dir(out, claim.experiment, claim.scenario)
+        try:
+            if not (where / META_JSON).is_file():
+                raise MissingResultsError(f"no results of {_where(claim)}: {where / META_JSON}"
+                                          " does not exist (has it run?)")
+            reader = readers.setdefault(where, tables.ResultsDir(where))
+            if claim.per == PER_FLOW:
+                _paired(claim, reader, paired)
+            else:
+                _series(claim, reader, series)
+        except MissingResultsError as exc:
+            raise MissingResultsError(f"claim {claim.id} ({claim.table} {claim.metric}, "
+                                      f"class {claim.cls}): {exc}") from None
+    return {"format": FORMAT, "paper": paper.paper, "run": run_info(paper, out),
+            "series": list(series.values()), "paired": list(paired.values())}
+
+
+def _series(claim: Claim, reader: tables.ResultsDir,
+            into: dict[tuple[Any, ...], dict[str, Any]]) -> None:
+    runs = reader.run_values(claim.table, claim.metric, claim.cls)
+    path = reader.path / tables.TABLES[claim.table].file
+    for value in claim.values:
+        for scheme in (claim.scheme, claim.baseline or ""):
+            key = series_key(claim.experiment, claim.scenario, claim.table, claim.metric,
+                             claim.cls, scheme, value)
+            if key in into:
+                continue
+            seeds = {seed: v for (s, load, seed), v in runs.items()
+                     if s == scheme and load == tables.value_key(value)}
+            at = f"{claim.sweep} = {tables.value_text(value)}"
+            if not seeds:
+                raise MissingResultsError(f"{path}: no run of {scheme} at {at}")
+            if not any(math.isfinite(v) for v in seeds.values()):
+                raise MissingResultsError(f"{path}: {claim.metric} has no value for "
+                                          f"{scheme} at {at} (seeds {sorted(seeds)})")
+            into[key] = {"experiment": claim.experiment, "scenario": claim.scenario,
+                         "table": claim.table, "metric": claim.metric, "class": claim.cls,
+                         "scheme": scheme, "load": number(value),
+                         "seeds": {str(s): number(seeds[s]) for s in sorted(seeds)}}
+
+
+def _paired(claim: Claim, reader: tables.ResultsDir,
+            into: dict[tuple[Any, ...], dict[str, Any]]) -> None:
+    baseline = claim.baseline or ""
+    rows = reader.paired_rows(claim.metric, claim.cls, baseline)
+    for value in claim.values:
+        key = paired_key(claim.experiment, claim.scenario, claim.metric, claim.cls,
+                         claim.scheme, baseline, value)
+        row = rows.get((claim.scheme, tables.value_key(value)))
+        if row is None:
+            raise MissingResultsError(
+                f"{reader.path / tables.TABLES[tables.PAIRED].file}: no flow of class "
+                f"{claim.cls} measured and completed under both {claim.scheme} and "
+                f"{baseline} at {claim.sweep} = {tables.value_text(value)}")
+        into[key] = {"experiment": claim.experiment, "scenario": claim.scenario,
+                     "metric": claim.metric, "class": claim.cls, "scheme": claim.scheme,
+                     "baseline": baseline, "load": number(value), "pairs": row.pairs,
+                     "ratio": number(row.ratio), "low": number(row.low),
+                     "high": number(row.high)}
+
+
+def run_info(paper: Paper, out: Path) -> dict[str, Any]:
+    """Provenance from the experiments' meta.json: commit(s), date, machine(s), time
+    spent (each experiment's first start to last finish, summed) and dcnlab version."""
+    experiments, metas = [], []
+    for ref in paper.experiments:
+        for scenario in paper.scenarios(ref.file):
+            path = experiment_dir(out, ref.file, scenario) / META_JSON
+            try:
+                meta = read_json(path)
+            except ResultsError:
+                meta = {}
+            if meta:
+                metas.append(meta)
+            spec = meta.get("spec") or {}
+            experiments.append({"file": ref.file, "scenario": scenario,
+                                "status": meta.get("status", "missing"),
+                                "seeds": spec.get("seeds"), "started": meta.get("started"),
+                                "finished": meta.get("finished")})
+    versions = [m.get("versions") or {} for m in metas]
+    machines: list[dict[str, Any]] = []
+    for m in metas:
+        machine = m.get("machine") or {}
+        entry = {k: machine.get(k) for k in ("os", "cpus", "kernel", "cpu_model")}
+        if entry not in machines:
+            machines.append(entry)
+    starts = [t for t in (_time(m.get("started")) for m in metas) if t is not None]
+    spans = [(_time(m.get("started")), _time(m.get("finished"))) for m in metas]
+    return {
+        "commits": list(dict.fromkeys(v["git_commit"] for v in versions
+                                      if v.get("git_commit"))),
+        "dirty": any(bool(v.get("git_dirty")) for v in versions),
+        "date": min(starts).strftime("%Y-%m-%d") if starts else None,
+        "machines": machines,
+        "duration_s": round(sum((b - a).total_seconds() for a, b in spans
+                                if a is not None and b is not None)),
+        "dcnlab": list(dict.fromkeys(v["dcnlab"] for v in versions if v.get("dcnlab"))),
+        "experiments": experiments,
+    }
+
+
+def _time(text: Any) -> datetime | None:
+    try:
+        return datetime.strptime(str(text), _TIME)
+    except ValueError:
+        return None
