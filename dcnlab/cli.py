@@ -16,6 +16,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dcnlab.topo.spec import (
     DEFAULT_EGRESS_QDISC,
@@ -24,6 +25,9 @@ from dcnlab.topo.spec import (
     TopologySpec,
     parse,
 )
+
+if TYPE_CHECKING:
+    from dcnlab.benchmarks.engine.reproduction.runner import ReproductionResult
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -138,10 +142,59 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from dcnlab.benchmarks.engine import report
 
+    if args.reproduction is not None:
+        return _report_reproduction(args)
     result = report(args.dir)
     print(result.table)
     for path in result.files:
         print(f"  {path}")
+    return EXIT_OK
+
+
+def _print_reproduction(result: ReproductionResult) -> None:
+    from dcnlab.benchmarks.engine.reproduction.runner import verdict_lines
+
+    for line in verdict_lines(result.results):
+        print(line)
+    for path in result.files:
+        print(f"  {path}")
+
+
+def _report_reproduction(args: argparse.Namespace) -> int:
+    from dcnlab.benchmarks.engine.reproduction import papers
+    from dcnlab.benchmarks.engine.reproduction.errors import ReproductionError
+    from dcnlab.benchmarks.engine.reproduction.runner import regenerate
+
+    try:
+        result = regenerate(papers.load(args.reproduction), Path(args.dir))
+    except ReproductionError as exc:
+        _die(str(exc))
+    _print_reproduction(result)
+    return EXIT_OK
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from dcnlab.benchmarks.engine.reproduction import papers
+    from dcnlab.benchmarks.engine.reproduction.errors import ReproductionError
+    from dcnlab.benchmarks.engine.reproduction.runner import default_out, plan, run
+
+    if args.resume is not None and args.out is not None:
+        _die("--resume DIR continues the reproduction in DIR; give no --out with it")
+    out = Path(args.resume or args.out or default_out(args.paper))
+    try:
+        # The paper file, its experiment files and the output directory are checked
+        # before asking for root; a resumed reproduction with nothing left to run
+        # needs none.
+        paper = papers.load(args.paper)
+        steps = plan(paper, out, resume=args.resume is not None)
+        if not all(step.complete for step in steps):
+            _require_root()
+        result = run(paper, out, steps, resume=args.resume is not None,
+                     progress=not args.quiet)
+    except ReproductionError as exc:
+        _die(str(exc))
+    _print_reproduction(result)
+    print(f"dcnlab: {out / 'REPRODUCTION.md'}")
     return EXIT_OK
 
 
@@ -371,6 +424,17 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
             text = text.split("\n", 1)[1]
         return text
 
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if action.nargs == argparse.PARSER:
+            # The command names sit one indent deeper than argparse counts them, so a
+            # name two characters longer than the others (reproduce) would push its
+            # summary to the next line: count them where they are printed.
+            longest = max((len(self._format_action_invocation(s))
+                           for s in action._get_subactions()), default=0)
+            self._action_max_length = max(self._action_max_length, longest
+                                          + self._current_indent + self._indent_increment)
+
 
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose help may end with text made only when help is shown
@@ -432,6 +496,7 @@ def _check_details() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from dcnlab.benchmarks.engine.reproduction import registry as reproduction_registry
     from dcnlab.schemes import registry
 
     p = argparse.ArgumentParser(
@@ -442,6 +507,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, title="commands",
                            metavar="COMMAND", parser_class=_Parser)
     schemes = registry.names()
+    paper_ids = reproduction_registry.paper_ids()  # the files of benchmarks/papers/
+    papers_known = (f"one of {', '.join(paper_ids)}" if paper_ids
+                    else "no paper file is installed") + ": benchmarks/papers/PAPER.yaml"
     usage_error = (EXIT_USAGE, "usage error: bad arguments or topology spec, unknown scheme, "
                                "not root (message on stderr)")
     interrupted = (EXIT_INTERRUPTED, f"{INTERRUPTED}: everything it started was stopped")
@@ -524,13 +592,54 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = _add(sub, "report", "re-render a results directory's table and plots",
                "Read the CSVs of an experiment's output directory and write its summary "
-               "table and plots again.", "not needed",
-               "the summary table, then the files written",
+               "table and plots again. With --reproduction PAPER, DIR is the output "
+               "directory of dcnlab reproduce PAPER: its reproduction.json, "
+               "REPRODUCTION.md and claims.png are written again from the results there.",
+               "not needed",
+               "the summary table, then the files written; with --reproduction, one line "
+               "per claim and sweep value with its verdict, then the files written",
                [(EXIT_OK, "done"),
                 (EXIT_USAGE, "usage error: DIR is not a results directory, bad "
-                             "arguments")],
+                             "arguments; with --reproduction: a bad paper file, or "
+                             "results that lack what a claim needs (the message names "
+                             "the claim and the missing file or column)")],
                _cmd_report)
     rep.add_argument("dir", metavar="DIR", help="an experiment's output directory")
+    rep.add_argument("--reproduction", metavar="PAPER", default=None, choices=paper_ids,
+                     help="DIR is a reproduction of PAPER (" + papers_known + ")")
+
+    repro = _add(
+        sub, "reproduce", "run a paper's experiments and judge its claims (root)",
+        "Run the experiment files a paper file lists (benchmarks/papers/PAPER.yaml), in "
+        "its order, each as dcnlab run would into OUT/<experiment>, then write into OUT "
+        "reproduction.json (the numbers the claims need), REPRODUCTION.md (every claim: "
+        "the paper's value, the measured one with its 95% interval and a verdict by one "
+        "rule: reproduced, direction, inconclusive or opposite) and claims.png. --resume "
+        "OUT continues an interrupted or failed reproduction: complete experiments are "
+        "kept as they are, the others continue as dcnlab run --resume does.",
+        "needed to run experiments; the paper file, its experiment files and the output "
+        "directory are checked first, without root; a resumed reproduction whose "
+        "experiments are all complete needs none",
+        "on stderr, each experiment's time estimate, progress bar and summary table; on "
+        "stdout one line per claim and sweep value with its verdict, the files written "
+        "and where REPRODUCTION.md is",
+        [(EXIT_OK, "every experiment ran and every claim has a verdict (whatever it is)"),
+         (EXIT_FAILED, "an experiment did not run (OUT already holds results, say) or "
+                       "stopped early: what ran is kept and --resume OUT continues"),
+         (EXIT_USAGE, "usage error: unknown paper, bad paper or experiment file, --resume "
+                      "of a directory that is not a reproduction of PAPER, results that "
+                      "lack what a claim needs (the message names the claim and the "
+                      "missing file or column), not root"),
+         (EXIT_INTERRUPTED, f"{INTERRUPTED}: everything it started was stopped, the results "
+                            "so far are kept; --resume OUT continues")],
+        _cmd_reproduce)
+    repro.add_argument("paper", metavar="PAPER", choices=paper_ids,
+                       help="the paper (" + papers_known + ")")
+    repro.add_argument("--out", default=None, metavar="DIR",
+                       help="output directory (default: results/PAPER)")
+    repro.add_argument("--resume", metavar="DIR", default=None,
+                       help="continue the interrupted or failed reproduction in DIR")
+    repro.add_argument("--quiet", action="store_true", help="no progress bar")
 
     _add(sub, "schemes", "list the known schemes and what they need",
          "List every scheme: the seed paper it reproduces, its Ryu app, the switch kind or "

@@ -36,7 +36,8 @@ def test_top_level_help_lists_every_command_in_plain_text(
     out = _help(["--help"], capsys)
     assert not MARKUP.search(out), MARKUP.search(out)
     commands = _commands()
-    assert set(commands) == {"up", "check", "run", "report", "schemes", "topo", "mp"}
+    assert set(commands) == {"up", "check", "run", "report", "reproduce", "schemes", "topo",
+                             "mp"}
     for name in commands:
         # one line per command: its name, then a summary of its own
         line = next((x for x in out.splitlines() if x.split()[:1] == [name]), None)
@@ -44,7 +45,8 @@ def test_top_level_help_lists_every_command_in_plain_text(
     assert "{up,check" not in out  # argparse's choice list says nothing a reader needs
 
 
-@pytest.mark.parametrize("command", ["up", "check", "run", "report", "schemes", "topo"])
+@pytest.mark.parametrize("command", ["up", "check", "run", "report", "reproduce", "schemes",
+                                     "topo"])
 def test_each_command_says_root_output_and_exit_status(
         command: str, capsys: pytest.CaptureFixture) -> None:
     out = _help([command, "--help"], capsys)
@@ -59,13 +61,20 @@ def test_each_command_says_root_output_and_exit_status(
 
 
 def test_commands_that_say_they_need_root_refuse_without_it(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+        tmp_path: Path) -> None:
     """The help's root line is true: what says "needed" exits 2 asking for root, what
     says "not needed" runs."""
+    from dcnlab.benchmarks.engine.reproduction import registry
+
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    fixture = ROOT / "tests" / "fixtures" / "reproduction"  # a paper file and its experiments
+    monkeypatch.setattr(registry, "PAPERS_DIR", fixture / "papers")
+    monkeypatch.setattr(registry, "EXPERIMENTS_DIR", fixture / "experiments")
     experiment = str(ROOT / "benchmarks" / "experiments" / "seed001.yaml")
     for argv in (["up", "--topo", "fattree:4", "--app", "ecmp"],
-                 ["check", "--topo", "fattree:4", "--app", "ecmp"], ["run", experiment]):
+                 ["check", "--topo", "fattree:4", "--app", "ecmp"], ["run", experiment],
+                 ["reproduce", "p900", "--out", str(tmp_path / "p900")]):
         with pytest.raises(SystemExit) as exc:
             cli.main(argv)
         assert exc.value.code == cli.EXIT_USAGE
@@ -73,6 +82,30 @@ def test_commands_that_say_they_need_root_refuse_without_it(
     for argv in (["topo", "fattree:4"], ["schemes"]):
         assert cli.main(argv) == cli.EXIT_OK
         assert "needs root" not in capsys.readouterr().err
+    assert not (tmp_path / "p900").exists()  # refused before anything was written
+
+
+def test_reproduce_offers_the_installed_papers(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture,
+                                              tmp_path: Path) -> None:
+    """PAPER's choices are the paper files there are, named in the help; another id is
+    a usage error."""
+    from dcnlab.benchmarks.engine.reproduction import registry
+
+    for name in ("p001.yaml", "p004.yaml", "README.yaml"):
+        (tmp_path / name).write_text("")
+    monkeypatch.setattr(registry, "PAPERS_DIR", tmp_path)
+    out = " ".join(_help(["reproduce", "--help"], capsys).split())
+    assert "the paper (one of p001, p004: benchmarks/papers/PAPER.yaml)" in out
+    assert "DIR is a reproduction of PAPER (one of p001, p004" in \
+        " ".join(_help(["report", "--help"], capsys).split())
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["reproduce", "p002"])
+    assert exc.value.code == cli.EXIT_USAGE
+    assert "invalid choice: 'p002' (choose from 'p001', 'p004')" in capsys.readouterr().err
+    monkeypatch.setattr(registry, "PAPERS_DIR", tmp_path / "none")
+    assert "no paper file is installed" in " ".join(
+        _help(["reproduce", "--help"], capsys).split())
 
 
 def _fields_check_sets() -> set[str]:

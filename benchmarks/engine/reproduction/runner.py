@@ -1,0 +1,141 @@
+"""``dcnlab reproduce PAPER`` and ``dcnlab report DIR --reproduction PAPER``.
+
+``reproduce`` runs the paper's experiment files in the paper file's order, each exactly
+as ``dcnlab run FILE --out OUT/<file's stem>`` would (the engine's run_experiment: its
+time estimate, progress bar, scenarios under OUT/<stem>/<scenario>, flows that never
+go unaccounted), then writes into OUT the summary (``reproduction.json``), the document
+(``REPRODUCTION.md``) and its figure (``claims.png``).  ``--resume OUT`` is ``dcnlab run
+--resume`` for each experiment: an experiment whose every scenario is complete is left
+alone (nothing runs, no root needed), any other continues where it stopped (the runs
+recorded are kept; one that never started starts), from the experiment file it began
+with (runner.resume_source).  ``report --reproduction`` does only the last step, from
+the results already in OUT.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import runner as engine
+from ..results import FLOWS_CSV, META_JSON, SPEC_COPY, write_json
+from . import document, extract, figure, papers, registry
+from .errors import ReproductionError
+from .evaluate import Result, evaluate
+
+REPRODUCTION_MD = "REPRODUCTION.md"
+DEFAULT_RESULTS = Path("results")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One experiment file of the paper, and what running it means here."""
+
+    file: str
+    source: Path  # the experiment file to run
+    target: Path  # OUT/<stem>: dcnlab run's --out
+    scenarios: list[str] | None  # the scenarios to run (None: the file has none, or all)
+    outputs: list[Path]  # the results directories it writes (one per scenario)
+    complete: bool  # every output says status complete: nothing to run
+
+
+@dataclass
+class ReproductionResult:
+    out: Path
+    paper: str
+    results: list[Result]
+    files: list[Path] = field(default_factory=list)
+
+
+def default_out(paper_id: str) -> Path:
+    return DEFAULT_RESULTS / paper_id
+
+
+def _status(path: Path) -> str | None:
+    try:
+        return json.loads((path / META_JSON).read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def plan(paper: papers.Paper, out: Path, resume: bool,
+         experiments: Path | None = None) -> list[Step]:
+    """The steps of a reproduction into ``out``, checked before anything runs: without
+    ``resume`` no output may hold results yet (engine.ExperimentError, as ``dcnlab run``
+    says it); with it ``out`` must hold some of this paper's experiments
+    (ReproductionError)."""
+    base = registry.EXPERIMENTS_DIR if experiments is None else experiments
+    steps = []
+    for ref in paper.experiments:
+        target = extract.experiment_dir(out, ref.file, None)
+        outputs = [extract.experiment_dir(out, ref.file, s) for s in paper.scenarios(ref.file)]
+        source = base / ref.file
+        if resume and any(target.glob(f"**/{SPEC_COPY}")):
+            source = engine.resume_source(target)  # the file it began with
+        scenarios = [s for s in paper.scenarios(ref.file) if s is not None] or None
+        steps.append(Step(ref.file, source, target, scenarios, outputs,
+                          all(_status(o) == "complete" for o in outputs)))
+    if resume:
+        if not out.is_dir():
+            raise ReproductionError(f"--resume {out}: no such directory (give the output "
+                                    "directory of an earlier dcnlab reproduce)")
+        if not any(s.target.is_dir() for s in steps):
+            raise ReproductionError(
+                f"--resume {out}: it holds none of {paper.paper}'s experiments "
+                f"({', '.join(s.target.name for s in steps)}): not a reproduction of "
+                f"{paper.paper}")
+        return steps
+    for step in steps:
+        for output in step.outputs:
+            if (output / FLOWS_CSV).exists():
+                raise engine.ExperimentError(
+                    f"{output} already holds results ({FLOWS_CSV}); choose another output "
+                    f"directory, remove it, or --resume {out}")
+    return steps
+
+
+def run(paper: papers.Paper, out: Path, steps: list[Step], resume: bool,
+        progress: bool = True) -> ReproductionResult:
+    """Run the steps in order (engine.run_experiment; an experiment that stops early
+    raises its ExperimentError, the results so far kept for --resume), then write the
+    reproduction's outputs."""
+    out.mkdir(parents=True, exist_ok=True)
+    for step in steps:
+        if step.complete:
+            continue  # resumed: every scenario of it is complete
+        engine.run_experiment(step.source, step.target, progress=progress, resume=resume,
+                              scenarios=step.scenarios)
+    return regenerate(paper, out)
+
+
+def regenerate(paper: papers.Paper, out: Path) -> ReproductionResult:
+    """reproduction.json, REPRODUCTION.md and claims.png in ``out`` from the results
+    there.  Raises MissingResultsError naming the claim and what is missing."""
+    if not out.is_dir():
+        raise ReproductionError(f"{out} is not a directory")
+    summary = extract.extract(paper, out)
+    return ReproductionResult(out, paper.paper, evaluate(paper, summary),
+                              write(paper, summary, out))
+
+
+def write(paper: papers.Paper, summary: dict, out: Path,
+          names: tuple[str, str, str] = (extract.SUMMARY_JSON, REPRODUCTION_MD,
+                                         document.FIGURE)) -> list[Path]:
+    """The summary, the document and the figure into ``out`` under ``names``; the
+    document is rendered first, so a summary it cannot use writes nothing."""
+    summary_name, doc_name, figure_name = names
+    text = document.render(paper, summary, figure_name, summary_name)
+    write_json(out / summary_name, summary)
+    (out / doc_name).write_text(text)
+    return [out / summary_name, out / doc_name,
+            figure.draw(paper, summary, out / figure_name)]
+
+
+def verdict_lines(results: list[Result]) -> list[str]:
+    """One line per claim and sweep value: what the command prints."""
+    return [f"{r.claim.id} ({r.condition}): {r.verdict}, measured "
+            f"{document.measured_text(r)} against the paper's "
+            f"{document.paper_text(r.claim)}"
+            + (f"; needed to decide: {document.needed_text(r)}" if r.needed else "")
+            for r in results]
