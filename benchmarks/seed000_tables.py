@@ -11,7 +11,7 @@ flows.csv); for the sweep, per setting the long-flow throughput of every scheme,
 spray's ratios, and the diagnosis (retransmissions, spurious ones, cwnd reductions and how
 many were undone, drops, bottleneck queue), and plots the long-flow throughput per
 setting and scheme (``sweep_throughput.png`` in the sweep's directory). These are the
-tables of seed000.yaml's header.
+tables of docs/diagnoses/p000.md.
 """
 
 from __future__ import annotations
