@@ -12,7 +12,8 @@ poisson    load         Poisson arrivals, sizes from a CDF, random pairs (inter-
 incast     senders      N senders x size to one receiver, synchronized rounds
 rps_static long_flows   seed 000 static: N long flows S0..S4 -> S15, one short S0->S15
 rps_random long_flows   seed 000 random: N long + M short flows between random pairs
-longlived  clients      seed 004: N long-lived TCP clients -> server, UDP cross traffic
+longlived  clients      seed 004: N long-lived TCP clients -> server, UDP cross traffic;
+                        optionally clients that stop and start again (schedule)
 sizes      size         seed 003: flows of one size, one at a time, src -> dst
 incast_size size        incast with the flow size swept (count senders, seed 002)
 shortlong  interarrival Pareto short flows (exponential gaps) to a few receivers, plus
@@ -346,11 +347,61 @@ class RpsRandomWorkload:
 
 
 @dataclass(frozen=True)
+class ClientEvent:
+    """One step of a ``longlived`` schedule: at ``at`` s, ``stop`` running clients of
+    every group stop, or ``start`` stopped clients of every group start again (exactly
+    one of the two is given)."""
+
+    at: float = field(unit="seconds", min=0.0, doc="s from the run's start")
+    stop: int = field(0, min=0, doc="clients of each group that stop")
+    start: int = field(0, min=0, doc="clients of each group that start again")
+
+
+def client_group(host: HostSpec) -> str:
+    """A client's group for a schedule: its topology group without primes, so dumbbell's
+    A' and A'' clients form group A (the paper's groups A and B); "" for hosts of no
+    group, which then form one group."""
+    return host.group.rstrip("'")
+
+
+def leave_order(members: list[HostSpec]) -> list[HostSpec]:
+    """The order in which a group's clients stop: round-robin over its subgroups (their
+    topology groups, in topology order: A' before A''), within each from its last client
+    backwards (dumbbell: the longest access delay first).  Taking turns puts clients of
+    every subgroup among those that stop: with A'' last-first alone, 12 of dumbbell:32's
+    16 group-A clients stopping would take every A'' client, and the UDP burst on the
+    outside link would have no TCP flow left to squeeze."""
+    subgroups: dict[str, list[HostSpec]] = {}
+    for host in members:
+        subgroups.setdefault(host.group, []).append(host)
+    stacks = list(subgroups.values())
+    order = []
+    while any(stacks):
+        for stack in stacks:
+            if stack:
+                order.append(stack.pop())
+    return order
+
+
+@dataclass(frozen=True)
 class LongLivedWorkload:
     """Seed 004: N long-lived TCP clients send to the server, UDP clients add cross
     traffic at ``udp_rate`` each between ``udp_start`` and ``udp_stop``: to the hosts with
     role ``udp_sink`` when the topology has them (``dumbbell:N,U,X``: outside senders to
-    inside receivers, paired in order), else to the server."""
+    inside receivers, paired in order), else to the server.
+
+    ``schedule`` (the paper's variable scenario): events ``{at, stop: k}`` and ``{at,
+    start: k}``, k clients per group (:func:`client_group`: dumbbell's groups A and B),
+    in time order (events at the same time in the order written).  A stop takes the
+    group's running clients in :func:`leave_order`; a start takes the group's clients
+    that stopped before it, the earliest stopped first (so with the paper's schedule the
+    clients that stopped at 7 s start again at 14 s).  A client that starts again opens
+    a new TCP connection: another flow, its own id and row, from ``at`` until its next
+    stop or the clients' stop (``tcp_stop``, else the duration).  More clients stopping
+    than are running, a start before enough clients stopped, or an event not inside the
+    clients' sending time is a WorkloadError naming the event; an event at or after the
+    duration is caught when the flows are generated (``check`` does not know the
+    duration), one after ``tcp_stop`` already by ``check``."""
 
     SWEEP: ClassVar[str] = "clients"
     server: str | None = field(None, doc="default: the host with role 'server'")
@@ -364,6 +415,7 @@ class LongLivedWorkload:
     udp_rate: float = field(85.0, unit="mbit", min=0.0)
     udp_start: float = field(10.0, unit="seconds", min=0.0)
     udp_stop: float = field(15.0, unit="seconds", min=0.0)
+    schedule: list[ClientEvent] = field([], doc="clients stopping and starting again")
 
     def _roles(self, topo: TopologySpec) -> tuple[HostSpec, list[HostSpec], list[HostSpec]]:
         server = _host(topo, self.server, "server", "server")
@@ -387,6 +439,55 @@ class LongLivedWorkload:
             raise WorkloadError("udp_sinks", "a UDP client cannot send to itself")
         return sinks
 
+    def connections(self, clients: list[HostSpec], end: float | None,
+                    ) -> list[tuple[HostSpec, float, float | None]]:
+        """(client, start, stop) of every TCP connection the clients open, by start and
+        then client; ``end``: when the clients stop (None: unknown, checks only)."""
+        index = {c.name: i for i, c in enumerate(clients)}
+        running = {c.name: self.tcp_start + i * self.stagger for i, c in enumerate(clients)}
+        groups: dict[str, list[HostSpec]] = {}
+        for client in clients:
+            groups.setdefault(client_group(client), []).append(client)
+        order = {g: leave_order(members) for g, members in groups.items()}
+        stopped: dict[str, list[tuple[str, float]]] = {g: [] for g in groups}  # stop order
+        done: list[tuple[HostSpec, float, float | None]] = []
+        for i, event in sorted(enumerate(self.schedule), key=lambda e: e[1].at):
+            where = f"schedule[{i}]"
+            if (event.stop > 0) == (event.start > 0):
+                raise WorkloadError(where, "give one of stop or start: how many clients of "
+                                    "each group stop, or start again, at `at`")
+            if end is not None and event.at >= end:
+                raise WorkloadError(f"{where}.at", f"{event.at:g} s is not before the "
+                                    f"clients stop ({end:g} s: tcp_stop, else the duration)")
+            for g, members in order.items():
+                name = f"group {g}" if g else "the clients"
+                if event.stop:
+                    up = [c for c in members if c.name in running]
+                    if event.stop > len(up):
+                        raise WorkloadError(f"{where}.stop", (
+                            f"{event.stop} clients of {name} stop at {event.at:g} s, but "
+                            f"only {len(up)} of its {len(members)} are running then"))
+                    for client in up[: event.stop]:
+                        began = running.pop(client.name)
+                        if began >= event.at:
+                            raise WorkloadError(f"{where}.at", (
+                                f"client {client.name} of {name} would stop at "
+                                f"{event.at:g} s, not after it starts ({began:g} s)"))
+                        done.append((client, began, float(event.at)))
+                        stopped[g].append((client.name, float(event.at)))
+                else:
+                    ready = [n for n, t in stopped[g] if t < event.at]
+                    if event.start > len(ready):
+                        raise WorkloadError(f"{where}.start", (
+                            f"{event.start} clients of {name} start again at "
+                            f"{event.at:g} s, but only {len(ready)} stopped before then"))
+                    for n in ready[: event.start]:
+                        stopped[g] = [s for s in stopped[g] if s[0] != n]
+                        running[n] = float(event.at)
+        by_name = {c.name: c for c in clients}
+        done += [(by_name[n], began, end) for n, began in running.items()]
+        return sorted(done, key=lambda c: (c[1], index[c[0].name]))
+
     def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None:
         server, clients, udp = self._roles(topo)
         if value != int(value) or not 1 <= value <= len(clients):
@@ -396,14 +497,14 @@ class LongLivedWorkload:
             raise WorkloadError("udp_stop", "must not be before udp_start")
         if self.udp_rate > 0:
             self._udp_sinks(topo, server, udp)
+        self.connections(clients[: int(value)], self.tcp_stop)
 
     def generate(self, topo: TopologySpec, value: float, rng: np.random.Generator,
                  duration: float, base_dir: Path | None) -> list[Flow]:
         server, clients, udp = self._roles(topo)
         stop = self.tcp_stop if self.tcp_stop is not None else duration
-        flows = [Flow(0, c.name, server.name, 0, self.tcp_start + i * self.stagger,
-                      stop=stop, tag="long")
-                 for i, c in enumerate(clients[: int(value)])]
+        flows = [Flow(0, c.name, server.name, 0, began, stop=until, tag="long")
+                 for c, began, until in self.connections(clients[: int(value)], stop)]
         if self.udp_rate > 0:
             sinks = self._udp_sinks(topo, server, udp)
             flows += [Flow(0, u.name, dst.name, 0, self.udp_start, kind="udp",

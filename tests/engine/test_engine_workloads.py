@@ -7,7 +7,11 @@ import pytest
 
 from dcnlab.benchmarks.engine.cdf import load_cdf
 from dcnlab.benchmarks.engine.marking import Marking, assign_marks
+from dcnlab.benchmarks.engine.schema import SpecFileError
+from dcnlab.benchmarks.engine.spec import parse_spec
 from dcnlab.benchmarks.engine.workloads import (
+    ClientEvent,
+    Flow,
     IncastSizeWorkload,
     IncastWorkload,
     LongLivedWorkload,
@@ -195,3 +199,143 @@ def test_marking_ports_and_dscp() -> None:
     assert all(f.sport <= 29999 for f in unmarked)
     with pytest.raises(ValueError, match="overlap"):
         Marking(elephant_ports=[20000, 40000])
+
+
+# The paper's variable scenario (Sect. 4.1, Fig. 5(b)), per group A and B.
+VARIABLE = [ClientEvent(7.0, stop=4), ClientEvent(9.0, stop=4), ClientEvent(11.0, stop=4),
+            ClientEvent(14.0, start=4), ClientEvent(16.0, start=4), ClientEvent(18.0, start=4)]
+
+
+def _running(flows: list[Flow], t: float) -> list[str]:
+    return sorted((f.src for f in flows if f.kind == "tcp" and f.start <= t
+                   < float(f.stop or 0)), key=lambda h: int(h[1:]))
+
+
+def test_seed004_clients_stop_and_start_again_per_group() -> None:
+    topo = parse("dumbbell:32,2,8")  # A' h1-h8, A'' h9-h16 (outside), B h17-h32
+    group = {h.name: h.group for h in topo.hosts}
+    w = LongLivedWorkload(schedule=VARIABLE)
+    flows = generate(w, topo, 32, seed=1, duration=20.0)
+    tcp = [f for f in flows if f.kind == "tcp"]
+    # 32 first connections and 24 new ones from the clients that start again
+    assert len(tcp) == 56 and all(f.long_lived and f.dst == "h35" for f in tcp)
+    assert [f.id for f in flows] == list(range(len(flows)))
+    assert [len(_running(flows, t)) for t in (6.9, 7.0, 9.0, 11.0, 13.9, 14.0, 16.0, 18.0,
+                                             19.9)] == [32, 24, 16, 8, 8, 16, 24, 32, 32]
+    # Who stops: in group B the last ones first; in group A an A' and an A'' in turn,
+    # each from its last, so both subgroups lose clients at every step.
+    left_at = {t: sorted((f.src for f in tcp if f.stop == t), key=lambda h: int(h[1:]))
+               for t in (7.0, 9.0, 11.0)}
+    assert left_at[7.0] == ["h7", "h8", "h15", "h16", "h29", "h30", "h31", "h32"]
+    assert left_at[9.0] == ["h5", "h6", "h13", "h14", "h25", "h26", "h27", "h28"]
+    assert left_at[11.0] == ["h3", "h4", "h11", "h12", "h21", "h22", "h23", "h24"]
+    assert _running(flows, 12.0) == ["h1", "h2", "h9", "h10", "h17", "h18", "h19", "h20"]
+    for stopped in left_at.values():
+        assert sorted(group[h] for h in stopped) == ["A'"] * 2 + ["A''"] * 2 + ["B"] * 4
+    # Who starts again: the first to stop the first to start, each as a new connection
+    # (its own flow id) that sends until the end; the first ones start at 0.
+    for stop, start in ((7.0, 14.0), (9.0, 16.0), (11.0, 18.0)):
+        again = [f for f in tcp if f.start == start]
+        assert sorted((f.src for f in again), key=lambda h: int(h[1:])) == left_at[stop]
+        assert all(f.stop == 20.0 and f.id > 32 for f in again)
+    assert sorted(f.start for f in tcp)[:32] == [0.0] * 32
+    # A client's connections never overlap; the UDP burst is as without a schedule.
+    for host in {f.src for f in tcp}:
+        spans = sorted((f.start, float(f.stop or 0)) for f in tcp if f.src == host)
+        assert all(a[1] < b[0] for a, b in zip(spans, spans[1:], strict=False))
+    (udp,) = [f for f in flows if f.kind == "udp"]
+    assert (udp.start, udp.stop, udp.src, udp.dst) == (10.0, 15.0, "h33", "h34")
+    # No randomness: every seed gets the same list; a new connection gets its own port.
+    assert generate(w, topo, 32, seed=2, duration=20.0) == flows
+    marked = [f for f in assign_marks(flows, Marking(), 1) if f.src == "h8"]
+    assert len(marked) == 2 and marked[0].sport != marked[1].sport
+
+
+def test_a_schedule_counts_clients_per_group_of_the_chosen_clients() -> None:
+    # 16 of dumbbell:16,2,4's clients: A' h1-h4, A'' h5-h8, B h9-h16; 2 per group stop
+    # twice, with a stagger of 0.1 s between client starts, then all start again at once.
+    topo = parse("dumbbell:16,2,4")
+    w = LongLivedWorkload(stagger=0.1, udp_rate=0, schedule=[
+        ClientEvent(3.0, stop=2), ClientEvent(4.0, stop=2), ClientEvent(6.0, start=4)])
+    flows = generate(w, topo, 16, seed=1, duration=8.0)
+    assert sorted((f.src for f in flows if f.stop == 3.0), key=lambda h: int(h[1:])) == [
+        "h4", "h8", "h15", "h16"]
+    assert _running(flows, 5.0) == ["h1", "h2", "h5", "h6", "h9", "h10", "h11", "h12"]
+    assert len(_running(flows, 6.0)) == 16 and len(flows) == 24
+    # Without a schedule the flows are what they always were.
+    plain = generate(LongLivedWorkload(stagger=0.1, udp_rate=0), topo, 16, seed=1,
+                     duration=8.0)
+    assert [(f.src, f.start, f.stop) for f in plain] == [
+        (f"h{i + 1}", pytest.approx(0.1 * i), 8.0) for i in range(16)]
+    # A topology without groups: the clients form one group.
+    ungrouped = generate(LongLivedWorkload(clients=["h2", "h3", "h4"], server="h1",
+                                           udp_rate=0,
+                                           schedule=[ClientEvent(1.0, stop=2)]),
+                         FATTREE, 3, seed=1, duration=5.0)
+    assert _running(ungrouped, 2.0) == ["h2"]
+
+
+@pytest.mark.parametrize(("schedule", "field", "message"), [
+    ([ClientEvent(7.0)], "schedule[0]", "give one of stop or start"),
+    ([ClientEvent(7.0, stop=4, start=4)], "schedule[0]", "give one of stop or start"),
+    # more clients stopping than are running: 12 of group A's 16 have stopped
+    (VARIABLE[:3] + [ClientEvent(12.0, stop=5)], "schedule[3].stop",
+     "5 clients of group A stop at 12 s, but only 4 of its 16 are running then"),
+    ([ClientEvent(7.0, stop=17)], "schedule[0].stop", "only 16 of its 16"),
+    # a start before the stop it would undo, at the same time, or of more than stopped
+    ([ClientEvent(14.0, start=4), ClientEvent(15.0, stop=4)], "schedule[0].start",
+     "4 clients of group A start again at 14 s, but only 0 stopped before then"),
+    ([ClientEvent(7.0, stop=4), ClientEvent(7.0, start=4)], "schedule[1].start",
+     "only 0 stopped before then"),
+    ([ClientEvent(7.0, stop=4), ClientEvent(14.0, start=8)], "schedule[1].start",
+     "only 4 stopped"),
+    # outside the clients' sending time: before they start, at or after they stop
+    ([ClientEvent(0.0, stop=1)], "schedule[0].at", "not after it starts (0 s)"),
+    ([ClientEvent(7.0, stop=4), ClientEvent(25.0, start=4)], "schedule[1].at",
+     "25 s is not before the clients stop (20 s"),
+    ([ClientEvent(20.0, stop=4)], "schedule[0].at", "20 s is not before"),
+])
+def test_bad_schedules_name_the_event(schedule: list[ClientEvent], field: str,
+                                      message: str) -> None:
+    topo = parse("dumbbell:32,2,8")
+    with pytest.raises(WorkloadError) as err:
+        generate(LongLivedWorkload(schedule=schedule), topo, 32, seed=1, duration=20.0)
+    assert err.value.field == field and message in str(err.value)
+
+
+def test_a_schedule_is_checked_without_the_duration_when_it_can_be() -> None:
+    topo = parse("dumbbell:32,2,8")
+    # check() knows tcp_stop and tcp_start, not the duration
+    with pytest.raises(WorkloadError, match="14 s is not before the clients stop"):
+        LongLivedWorkload(tcp_stop=12.0, schedule=VARIABLE).check(topo, 32, None)
+    with pytest.raises(WorkloadError, match="not after it starts"):
+        LongLivedWorkload(tcp_start=8.0, schedule=VARIABLE).check(topo, 32, None)
+    LongLivedWorkload(schedule=VARIABLE + [ClientEvent(25.0, stop=1)]).check(topo, 32, None)
+    # a client that has not started yet (stagger 0.5 s: h16 at 7.5 s) cannot stop
+    with pytest.raises(WorkloadError) as err:
+        LongLivedWorkload(stagger=0.5, schedule=VARIABLE).check(topo, 32, None)
+    assert err.value.field == "schedule[0].at"
+    assert "client h16 of group A would stop at 7 s, not after it starts (7.5 s)" \
+        in str(err.value)
+
+
+def test_a_schedule_in_an_experiment_file() -> None:
+    data = {"topology": "dumbbell:32,2,8", "schemes": ["dcnlab.apps.single_path"],
+            "loads": [32], "seeds": [1], "duration": 20,
+            "workload": {"type": "longlived", "schedule": [
+                {"at": "7s", "stop": 4}, {"at": 14, "start": 4}]}}
+    spec = parse_spec(data, check_apps=False)
+    assert spec.workload.schedule == [ClientEvent(7.0, stop=4), ClientEvent(14.0, start=4)]
+    for event, where in (({"at": 7, "stop": 4, "go": 1}, "workload.schedule[1].go"),
+                         ({"stop": 4}, "workload.schedule[1].at"),
+                         ({"at": 7, "stop": -1}, "workload.schedule[1].stop"),
+                         ({"at": 7, "stop": 20}, "workload.schedule[1].stop"),
+                         ({"at": 4, "start": 4}, "workload.schedule[1].start")):
+        bad = {**data, "workload": {"type": "longlived",
+                                    "schedule": [{"at": 5, "stop": 4}, event]}}
+        with pytest.raises(SpecFileError) as err:
+            parse_spec(bad, check_apps=False)
+        # (schema.convert repeats an inner mapping's path before its own message:
+        # "workload.schedule[1]: workload.schedule[1].go: unknown field ...")
+        assert where in str(err.value), (event, str(err.value))
+
