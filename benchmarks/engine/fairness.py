@@ -8,7 +8,8 @@ files into:
 
 - a series (``fairness_series.csv``, one row per period): time, flows, Jain's index over
   the TCP flows that exist during the whole period, TCP / UDP / total throughput (Mbit/s
-  of payload), whether the period is measured and whether it lies in the UDP burst;
+  of payload received in the period from every flow, existing or not), whether the
+  period is measured and whether it lies in the UDP burst;
 - a run row (``fairness.csv``): over the measured periods, the mean and minimum Jain
   index, the mean before the UDP burst starts (the allocation's steady state, before
   UDP and the timeouts it causes), the mean and minimum during the burst, mean TCP /
@@ -24,9 +25,13 @@ host's cumulative counts are interpolated linearly onto the common grid
 is scheduled to send during all of it (start <= period start, stop >= period end) and,
 for a sized flow, has not been received in full by the period's start.  A flow that
 exists but receives nothing counts as 0: a starved flow lowers the index, as it should;
-when no TCP flow receives anything the index is undefined (empty in the series) and the
-period counts for throughput only.  Measured periods lie inside [warmup, duration -
-cooldown]; the burst is the span of the UDP flows' schedules.
+one that does not exist is left out: a client that has stopped (or not started yet, or
+started again as a new flow) is no zero.  Throughput is not limited to existing flows:
+a flow's bytes in the period it starts or stops in, and the last ones of a stopped
+client that arrive after its stop (its send buffer drains), count, since the bottleneck
+carried them.  When no existing TCP flow receives anything the index is undefined (empty
+in the series) and the period counts for throughput only.  Measured periods lie inside
+[warmup, duration - cooldown]; the burst is the span of the UDP flows' schedules.
 """
 
 from __future__ import annotations
@@ -132,8 +137,10 @@ def _exists(flow: Flow, a: float, b: float, got: float) -> bool:
 
 def period_series(grid: Samples, flows: Sequence[Flow], window: tuple[float, float],
                   burst: tuple[float, float] | None) -> list[dict[str, Any]]:
-    """One row per grid period: Jain over the existing TCP flows, throughputs (Mbit/s)."""
+    """One row per grid period: Jain over the existing TCP flows, throughputs (Mbit/s)
+    of every flow's bytes received in the period."""
     tcp = [f for f in flows if f.kind == "tcp"]
+    tcp_keys = [str(f.id) for f in tcp]
     udp_keys = [str(f.id) for f in flows if f.kind == "udp"]
     low, high = window
     out = []
@@ -141,16 +148,21 @@ def period_series(grid: Samples, flows: Sequence[Flow], window: tuple[float, flo
         a, b = before[0], after[0]
         keys = [str(f.id) for f in tcp if _exists(f, a, b, before[1].get(str(f.id), 0))]
         pair = [before, after]
-        tcp_row = (longflows.series(pair, keys)[0] if keys
-                   else {"jain": math.nan, "total_bps": 0.0})
+        jain_row = (longflows.series(pair, keys)[0] if keys
+                    else {"jain": math.nan, "total_bps": 0.0})
+        # Throughput counts what the receivers got from every flow, also from one that
+        # stops during the period (or whose last bytes arrive after its stop) or starts
+        # during it: the bottleneck carried those bytes, though the flow is no competitor
+        # for Jain's index there.
+        tcp_bps = longflows.series(pair, tcp_keys)[0]["total_bps"] if tcp_keys else 0.0
         udp_bps = longflows.series(pair, udp_keys)[0]["total_bps"] if udp_keys else 0.0
         # No TCP byte at all (every flow starved, e.g. by the UDP burst): Jain's index is
         # undefined, not 1 ("equally nothing"); such periods count for throughput only.
         out.append({
             "t": round(b, 6), "flows": len(keys),
-            "jain": tcp_row["jain"] if keys and tcp_row["total_bps"] > 0 else math.nan,
-            "tcp_mbps": tcp_row["total_bps"] / 1e6, "udp_mbps": udp_bps / 1e6,
-            "total_mbps": (tcp_row["total_bps"] + udp_bps) / 1e6,
+            "jain": jain_row["jain"] if keys and jain_row["total_bps"] > 0 else math.nan,
+            "tcp_mbps": tcp_bps / 1e6, "udp_mbps": udp_bps / 1e6,
+            "total_mbps": (tcp_bps + udp_bps) / 1e6,
             "measured": a >= low - EPS and b <= high + EPS,
             "udp": burst is not None and a >= burst[0] - EPS and b <= burst[1] + EPS,
         })

@@ -25,7 +25,13 @@ from figure_content import (
 from dcnlab.benchmarks.engine import fairness as fr
 from dcnlab.benchmarks.engine import report
 from dcnlab.benchmarks.engine.results import write_csv, write_json
-from dcnlab.benchmarks.engine.workloads import Flow
+from dcnlab.benchmarks.engine.workloads import (
+    ClientEvent,
+    Flow,
+    LongLivedWorkload,
+    generate,
+)
+from dcnlab.topo.spec import parse
 
 PERIOD = 0.1
 MBIT = 1e6 / 8 * PERIOD  # bytes in one period at 1 Mbit/s
@@ -107,6 +113,57 @@ def test_existence_udp_and_windows() -> None:
     assert run["udp_mbps"] == pytest.approx(25.0, rel=1e-6)
     assert run["tcp_udp_mbps"] == pytest.approx(20.0, rel=1e-6)  # periods 3 and 4
     assert (run["udp_from"], run["udp_to"]) == (0.3, 0.5)
+
+
+def test_clients_that_stop_and_start_again_count_only_while_running() -> None:
+    # Client h1 runs 0-0.2 s, stops and starts again 0.4-0.6 s as a new connection
+    # (flow 2); h2 runs throughout; h3 stops in the middle of period 3 (0.35 s).  After
+    # a stop a client's last bytes still arrive (its send buffer drains): flow 0 gets 4
+    # Mbit/s in period 2, flow 3 10 in period 3.
+    flows = [Flow(0, "h1", "srv", 0, 0.0, stop=0.2), Flow(1, "h2", "srv", 0, 0.0, stop=0.6),
+             Flow(2, "h1", "srv", 0, 0.4, stop=0.6), Flow(3, "h3", "srv", 0, 0.0, stop=0.35)]
+    rows = _samples({"0": [10, 10, 4, 0, 0, 0], "1": [10, 10, 20, 20, 10, 10],
+                     "2": [0, 0, 0, 0, 10, 30], "3": [20, 20, 20, 10, 0, 0]},
+                    [0.1 * k for k in range(7)])
+    series = fr.period_series(fr.on_grid([rows], PERIOD), flows, (0.0, 0.6), None)
+    # Jain's index among the clients running during the whole period: a stopped client
+    # is no zero (with flow 0 as a zero, period 4 would give 10, 10, 0 -> 0.667)
+    assert [r["flows"] for r in series] == [3, 3, 2, 1, 2, 2]
+    assert [r["jain"] for r in series] == pytest.approx(
+        [1600 / 1800, 1600 / 1800, 1.0, 1.0, 1.0, 1600 / 2000])
+    # Throughput counts every TCP byte the server received in the period, the stopped
+    # clients' last ones too: what the bottleneck carried.
+    assert [r["tcp_mbps"] for r in series] == pytest.approx([40, 40, 44, 30, 20, 40],
+                                                            rel=1e-6)
+    run = fr.run_row(series, PERIOD, (0.0, 0.6), None)
+    assert run["tcp_mbps"] == pytest.approx(214 / 6, rel=1e-6) and run["flows"] == 3
+
+
+def test_the_variable_scenario_is_judged_among_the_running_clients() -> None:
+    # The paper's variable scenario on dumbbell:32,2,8: every connection receives 3
+    # Mbit/s while it runs and 1 in the period after it stops (its last bytes), nothing
+    # else.  Jain's index stays 1 with 32, 24, 16, 8, 16, 24, 32 clients running, and
+    # the throughput is 3 per running client plus the stopped ones' last bytes.
+    topo = parse("dumbbell:32,2,8")
+    schedule = [ClientEvent(7.0, stop=4), ClientEvent(9.0, stop=4), ClientEvent(11.0, stop=4),
+                ClientEvent(14.0, start=4), ClientEvent(16.0, start=4),
+                ClientEvent(18.0, start=4)]
+    flows = generate(LongLivedWorkload(udp_rate=0, schedule=schedule), topo, 32, seed=1,
+                     duration=20.0)
+    periods = 200
+    rates = {str(f.id): [3.0 if f.start <= 0.1 * k and 0.1 * (k + 1) <= float(f.stop or 0)
+                         + 1e-9 else 1.0 if abs(0.1 * k - float(f.stop or 0)) < 1e-9 else 0.0
+                         for k in range(periods)] for f in flows}
+    rows = _samples(rates, [0.1 * k for k in range(periods + 1)])
+    series = fr.period_series(fr.on_grid([rows], PERIOD), flows, (5.0, 20.0), None)
+    running = [32] * 70 + [24] * 20 + [16] * 20 + [8] * 30 + [16] * 20 + [24] * 20 + [32] * 20
+    assert [r["flows"] for r in series] == running
+    assert all(r["jain"] == pytest.approx(1.0) for r in series)
+    stops = {70: 8, 90: 8, 110: 8}  # the period after each stop: 8 clients' last bytes
+    assert [r["tcp_mbps"] for r in series] == pytest.approx(
+        [3 * n + stops.get(k, 0) for k, n in enumerate(running)], rel=1e-6)
+    run = fr.run_row(series, PERIOD, (5.0, 20.0), None)
+    assert run["periods"] == 150 and run["jain_mean"] == pytest.approx(1.0)
 
 
 def test_a_run_without_udp_or_flows_gives_empty_figures() -> None:
