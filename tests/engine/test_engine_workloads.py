@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from dcnlab.benchmarks.engine.cdf import load_cdf
 from dcnlab.benchmarks.engine.marking import Marking, assign_marks
 from dcnlab.benchmarks.engine.schema import SpecFileError
-from dcnlab.benchmarks.engine.spec import parse_spec
+from dcnlab.benchmarks.engine.spec import load_specs, parse_spec
 from dcnlab.benchmarks.engine.workloads import (
     ClientEvent,
     Flow,
@@ -339,3 +341,18 @@ def test_a_schedule_in_an_experiment_file() -> None:
         # "workload.schedule[1]: workload.schedule[1].go: unknown field ...")
         assert where in str(err.value), (event, str(err.value))
 
+
+def test_the_shipped_variable_scenario() -> None:
+    specs = load_specs(Path(__file__).parents[2] / "benchmarks" / "experiments"
+                       / "seed004_variable.yaml")
+    assert [s.scenario for s in specs] == ["alpha", "beta"]
+    assert [[s.name for s in spec.schemes] for spec in specs] == [
+        ["conventional", "alpha-0.1", "alpha-0.4", "alpha-1.0"],
+        ["conventional", "beta-0.2", "beta-0.6", "beta-1.0"]]
+    for spec in specs:
+        assert spec.topology.startswith("dumbbell:32,2,8") and spec.loads == [32]
+        assert spec.seeds == [1, 2, 3] and spec.baseline == "conventional"
+        assert spec.workload.schedule == VARIABLE
+        flows = generate(spec.workload, spec.topo(), 32, seed=1, duration=spec.duration)
+        assert [len(_running(flows, t)) for t in (5.0, 7.0, 9.0, 11.0, 14.0, 16.0, 18.0)] \
+            == [32, 24, 16, 8, 16, 24, 32]
