@@ -718,7 +718,7 @@ def _check_workload(spec: ExperimentSpec, topo: TopologySpec, base_dir: Path | N
             raise SpecFileError("workload.cdf", str(exc)) from None
     for i, value in enumerate(spec.loads):
         try:
-            spec.workload.check(topo, value, base_dir)
+            spec.workload.check(topo, value, base_dir, spec.duration)
         except WorkloadError as exc:
             where = join("workload", exc.field) if exc.field else join("loads", i)
             raise SpecFileError(where, str(exc).removeprefix(f"{exc.field}: ")) from None

@@ -171,7 +171,8 @@ class Workload(Protocol):
     def generate(self, topo: TopologySpec, value: float, rng: np.random.Generator,
                  duration: float, base_dir: Path | None) -> list[Flow]: ...
 
-    def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None: ...
+    def check(self, topo: TopologySpec, value: float, base_dir: Path | None,
+              duration: float | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,8 @@ class PoissonWorkload:
                                 f"{topo.spec}; give link.rate or workload.link_rate")
         return min(r for r in rates if r is not None)
 
-    def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None:
+    def check(self, topo: TopologySpec, value: float, base_dir: Path | None,
+              duration: float | None = None) -> None:
         if not 0 < value <= 1:
             raise WorkloadError("", f"load {value} must be a fraction in (0, 1] of the host link "
                                 "capacity (write 0.4 for 40%)")
@@ -250,7 +252,8 @@ class IncastWorkload:
         pool = [h for h in _hosts(topo, self.senders, "senders") if h.name != rx.name]
         return rx, pool
 
-    def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None:
+    def check(self, topo: TopologySpec, value: float, base_dir: Path | None,
+              duration: float | None = None) -> None:
         rx, pool = self._pool(topo)
         if value != int(value) or not 1 <= value <= len(pool):
             raise WorkloadError("", f"senders {value}: needs a whole number between 1 and "
@@ -284,7 +287,8 @@ class RpsStaticWorkload:
     jitter: float = field(0.01, unit="seconds", min=0.0,
                           doc="uniform start jitter (the seed's only randomness)")
 
-    def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None:
+    def check(self, topo: TopologySpec, value: float, base_dir: Path | None,
+              duration: float | None = None) -> None:
         _hosts(topo, [self.receiver, self.short_src, *self.sources], "hosts")
         if value != int(value) or not 0 <= value <= len(self.sources):
             raise WorkloadError("", f"long_flows {value}: needs a whole number between 0 and "
@@ -318,7 +322,8 @@ class RpsRandomWorkload:
     pairs: str = field("any", choices=("inter_rack", "any"))
     hosts: list[str] = field([])
 
-    def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None:
+    def check(self, topo: TopologySpec, value: float, base_dir: Path | None,
+              duration: float | None = None) -> None:
         pool = _hosts(topo, self.hosts, "hosts")
         if value != int(value) or value < 0:
             raise WorkloadError("", f"long_flows {value}: needs a whole number >= 0")
@@ -399,9 +404,7 @@ class LongLivedWorkload:
     a new TCP connection: another flow, its own id and row, from ``at`` until its next
     stop or the clients' stop (``tcp_stop``, else the duration).  More clients stopping
     than are running, a start before enough clients stopped, or an event not inside the
-    clients' sending time is a WorkloadError naming the event; an event at or after the
-    duration is caught when the flows are generated (``check`` does not know the
-    duration), one after ``tcp_stop`` already by ``check``."""
+    clients' sending time is a WorkloadError naming the event."""
 
     SWEEP: ClassVar[str] = "clients"
     server: str | None = field(None, doc="default: the host with role 'server'")
@@ -488,7 +491,8 @@ class LongLivedWorkload:
         done += [(by_name[n], began, end) for n, began in running.items()]
         return sorted(done, key=lambda c: (c[1], index[c[0].name]))
 
-    def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None:
+    def check(self, topo: TopologySpec, value: float, base_dir: Path | None,
+              duration: float | None = None) -> None:
         server, clients, udp = self._roles(topo)
         if value != int(value) or not 1 <= value <= len(clients):
             raise WorkloadError("", f"clients {value}: needs a whole number between 1 and "
@@ -497,7 +501,8 @@ class LongLivedWorkload:
             raise WorkloadError("udp_stop", "must not be before udp_start")
         if self.udp_rate > 0:
             self._udp_sinks(topo, server, udp)
-        self.connections(clients[: int(value)], self.tcp_stop)
+        self.connections(clients[: int(value)],
+                         self.tcp_stop if self.tcp_stop is not None else duration)
 
     def generate(self, topo: TopologySpec, value: float, rng: np.random.Generator,
                  duration: float, base_dir: Path | None) -> list[Flow]:
@@ -525,7 +530,8 @@ class SizesWorkload:
     repetitions: int = field(30, min=1)
     gap: float = field(2.0, unit="seconds", min=0.0)
 
-    def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None:
+    def check(self, topo: TopologySpec, value: float, base_dir: Path | None,
+              duration: float | None = None) -> None:
         _hosts(topo, [self.src, self.dst], "hosts")
         if self.src == self.dst:
             raise WorkloadError("dst", "src and dst must differ")
@@ -556,11 +562,12 @@ class IncastSizeWorkload:
         return IncastWorkload(size=int(value), receiver=self.receiver, senders=self.senders,
                               rounds=self.rounds, interval=self.interval, jitter=self.jitter)
 
-    def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None:
+    def check(self, topo: TopologySpec, value: float, base_dir: Path | None,
+              duration: float | None = None) -> None:
         if value != int(value) or value < 1:
             raise WorkloadError("", f"size {value}: a whole number of bytes (32000 for 32 KB)")
         try:
-            self.incast(value).check(topo, self.count, base_dir)
+            self.incast(value).check(topo, self.count, base_dir, duration)
         except WorkloadError as exc:
             raise WorkloadError("count", str(exc)) from None
 
@@ -585,7 +592,8 @@ class ShortLongWorkload:
     long_flows: int = field(5, min=0)
     long_size: int = field(30_000_000, unit="bytes", min=1)
 
-    def check(self, topo: TopologySpec, value: float, base_dir: Path | None) -> None:
+    def check(self, topo: TopologySpec, value: float, base_dir: Path | None,
+              duration: float | None = None) -> None:
         if not 0 < value <= 10:
             raise WorkloadError("", f"inter-arrival {value}: a mean time in seconds in "
                                 "(0, 10] (0.005 for 5 ms)")
@@ -638,5 +646,5 @@ def rng_for(seed: int, value: float) -> np.random.Generator:
 def generate(workload: Workload, topo: TopologySpec, value: float, seed: int,
              duration: float, base_dir: Path | None = None) -> list[Flow]:
     """The flow list for one seed and sweep value (without marking; see marking.py)."""
-    workload.check(topo, value, base_dir)
+    workload.check(topo, value, base_dir, duration)
     return workload.generate(topo, value, rng_for(seed, value), duration, base_dir)

@@ -123,6 +123,10 @@ def test_defaults_and_short_forms() -> None:
     ({"schemes": [{"app": "ryu.app.simple_switch_13", "topology_options": ["ecn=lots"]}]},
      "schemes[0].topology_options", "ecn"),
     ({"agent": {"rx_interval": "fast"}}, "agent.rx_interval", "time in seconds"),
+    # a schedule event past the duration is caught at load, before root or a network
+    ({"topology": "dumbbell:4", "loads": [4], "duration": 10,
+      "workload": {"type": "longlived", "schedule": [{"at": "12s", "stop": 1}]}},
+     "workload.schedule[0].at", "12 s is not before the clients stop (10 s"),
     ({"agent": {"rx_interval": 0.001}}, "agent.rx_interval", "shorter than"),
     ({"schemes": [{"app": "ryu.app.simple_switch_13", "agents": "uc4"}]},
      "schemes[0].agents", "did you mean 'uc3'"),

@@ -305,14 +305,16 @@ def test_bad_schedules_name_the_event(schedule: list[ClientEvent], field: str,
     assert err.value.field == field and message in str(err.value)
 
 
-def test_a_schedule_is_checked_without_the_duration_when_it_can_be() -> None:
+def test_a_schedule_is_checked_before_any_flow_is_generated() -> None:
     topo = parse("dumbbell:32,2,8")
-    # check() knows tcp_stop and tcp_start, not the duration
     with pytest.raises(WorkloadError, match="14 s is not before the clients stop"):
         LongLivedWorkload(tcp_stop=12.0, schedule=VARIABLE).check(topo, 32, None)
     with pytest.raises(WorkloadError, match="not after it starts"):
         LongLivedWorkload(tcp_start=8.0, schedule=VARIABLE).check(topo, 32, None)
-    LongLivedWorkload(schedule=VARIABLE + [ClientEvent(25.0, stop=1)]).check(topo, 32, None)
+    late = LongLivedWorkload(schedule=VARIABLE + [ClientEvent(25.0, stop=1)])
+    late.check(topo, 32, None)  # no duration given: nothing to hold 25 s against
+    with pytest.raises(WorkloadError, match="25 s is not before the clients stop"):
+        late.check(topo, 32, None, duration=20.0)
     # a client that has not started yet (stagger 0.5 s: h16 at 7.5 s) cannot stop
     with pytest.raises(WorkloadError) as err:
         LongLivedWorkload(stagger=0.5, schedule=VARIABLE).check(topo, 32, None)
