@@ -162,6 +162,8 @@ def convert(value: Any, hint: Any, where: str, metadata: Mapping[str, Any] | Non
             return from_mapping(hint, value, where)
         else:
             raise TypeError(f"unsupported type {hint}")
+    except SpecFileError:
+        raise  # a nested mapping's error already names its own path
     except ValueError as exc:
         raise SpecFileError(where, str(exc)) from None
     choices = metadata.get("choices")

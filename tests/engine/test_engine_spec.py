@@ -127,6 +127,10 @@ def test_defaults_and_short_forms() -> None:
     ({"topology": "dumbbell:4", "loads": [4], "duration": 10,
       "workload": {"type": "longlived", "schedule": [{"at": "12s", "stop": 1}]}},
      "workload.schedule[0].at", "12 s is not before the clients stop (10 s"),
+    # an error inside a list of mappings names its path once
+    ({"topology": "dumbbell:4", "loads": [4],
+      "workload": {"type": "longlived", "schedule": [{"at": "7s", "go": 1}]}},
+     "workload.schedule[0].go", "unknown"),
     ({"agent": {"rx_interval": 0.001}}, "agent.rx_interval", "shorter than"),
     ({"schemes": [{"app": "ryu.app.simple_switch_13", "agents": "uc4"}]},
      "schemes[0].agents", "did you mean 'uc3'"),
