@@ -93,6 +93,29 @@ def test_flow_table_keeps_active_senders_only() -> None:
     assert not table.flows
 
 
+def test_a_flow_its_agent_no_longer_lists_stops_competing_at_once() -> None:
+    # The seed 004 variable scenario: a client stops, its socket closes and leaves the
+    # agent's next report; the others' shares must grow then, not stale_s later.
+    table = FlowTable(min_rate_bps=100e3, stale_s=2.0)
+    a1, a2 = _stats("10.0.0.1", 1, "10.1.0.1", 25e6), _stats("10.0.0.1", 2, "10.1.0.1", 25e6)
+    b1 = _stats("10.0.0.2", 1, "10.1.0.1", 25e6)
+    table.report("a", [a1, a2], now=0.0)
+    table.report("b", [b1], now=0.0)
+    assert len(table.active()) == 3
+    table.report("a", [a1], now=0.1)  # a2 closed
+    assert set(table.active()) == {a1.flow, b1.flow}
+    table.report("b", [], now=0.2)  # b's only flow closed: an empty report says so
+    assert set(table.flows) == {a1.flow}
+    # a flow that moved to another agent's report is that agent's: a's next report
+    # without it does not remove it
+    table.report("a", [a1, a2], now=0.25)
+    table.report("b", [a2], now=0.3)
+    table.report("a", [a1], now=0.4)
+    assert set(table.flows) == {a1.flow, a2.flow}
+    table.expire(now=2.35)  # b went silent after 0.3 s: its flow goes when stale
+    assert set(table.flows) == {a1.flow}
+
+
 def test_two_rtts_get_equal_rates_and_bdp_windows() -> None:
     table = FlowTable()
     table.report("a", [_stats("10.0.0.1", 1, "10.1.0.1", 60e6, rtt_us=6_000)], now=0)

@@ -126,26 +126,37 @@ class FlowTable:
 
     A flow is *active* (competes for bandwidth) when its last reported throughput is at
     least ``min_rate_bps``: receivers' sockets, idle control connections and finished
-    flows stay out of the competing-flow counts.  Reports older than ``stale_s`` are
-    dropped (the agent went away or the flow ended).
+    flows stay out of the competing-flow counts.  An agent's report lists every flow of
+    its cgroup (a socket leaves the agent's BPF map when it closes), so a flow the agent
+    no longer lists has ended and leaves the table at once: kept until ``stale_s``, a
+    client that stopped would go on counting against the others' shares for that long.
+    Reports older than ``stale_s`` are dropped (the agent went away).
     """
 
     def __init__(self, min_rate_bps: float = 100e3, stale_s: float = 2.0) -> None:
         self.min_rate_bps = min_rate_bps
         self.stale_s = stale_s
         self.flows: dict[Tuple4, FlowRecord] = {}
+        self._by_agent: dict[str, set[Tuple4]] = {}
         self.reports = 0
 
     def report(self, agent: str, flows: Iterable[FlowStats], now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
         self.reports += 1
+        listed: set[Tuple4] = set()
         for stats in flows:
             self.flows[stats.flow] = FlowRecord(agent, stats, now)
+            listed.add(stats.flow)
+        for flow in self._by_agent.get(agent, set()) - listed:
+            record = self.flows.get(flow)
+            if record is not None and record.agent == agent:
+                del self.flows[flow]
+        self._by_agent[agent] = listed
 
     def expire(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
         for flow in [f for f, r in self.flows.items() if now - r.updated > self.stale_s]:
-            del self.flows[flow]
+            self._by_agent.get(self.flows.pop(flow).agent, set()).discard(flow)
 
     def active(self) -> dict[Tuple4, FlowRecord]:
         return {f: r for f, r in self.flows.items()
