@@ -12,6 +12,7 @@ TFE explores elephants only.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -259,15 +260,24 @@ def test_tfe_explores_elephants_only_in_the_data_plane(switch: str) -> None:
             assert state["tcppath"]["flow_entries_max"] == 0
             rows = _rows(_client(net, "h1", "h9", 40000, count=2))  # elephants
             assert all(r["ok"] for r in rows)
+            # Whether the switches' own tables hold both paths says, should the count
+            # below fall short, whether the switches or the controller's reading of them
+            # lost one: read now, while the entries are young (they age out after IDLE,
+            # sooner than the wait below may take).
+            paths_after_clients = _whole_paths(net, "h1", "h9", (40000, 40001))
             # Counters come from flow-stats polls, and Open vSwitch pushes its datapath
             # flows' packet counts to them on its revalidators' pace: wait for them.
             state = _wait_counter(net, "tcppath_confirmed", 2)
             assert state["counters"]["tcppath_explorations"] == 2
-            # Whether the switches' own tables hold both paths says, should this fail,
-            # whether the switches or the controller's reading of them lost one.
+            if state["counters"].get("tcppath_confirmed", 0) != 2:
+                # in full on stdout: pytest shortens a long assertion message
+                print(json.dumps({"counters": state["counters"],
+                                  "recent": state["tcppath"]["recent"],
+                                  "paths_after_clients": paths_after_clients},
+                                 indent=1, default=str))
             assert state["counters"].get("tcppath_confirmed", 0) == 2, (
-                state["counters"], state["tcppath"]["recent"],
-                _whole_paths(net, "h1", "h9", (40000, 40001)))
+                "a connection's path never showed whole in a polling walk; the switches' "
+                f"paths right after the clients: {paths_after_clients} (more on stdout)")
             assert state["counters"].get("tcppath_tcp_packet_in", 0) == 0
         finally:
             server.kill()
