@@ -59,6 +59,15 @@ def _topology_arg(text: str) -> TopologySpec:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _seeds_arg(text: str) -> list[int]:
+    from dcnlab.benchmarks.engine.spec import parse_seeds
+
+    try:
+        return parse_seeds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _spec_arg(text: str) -> str:
     return _topology_arg(text).spec
 
@@ -92,6 +101,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         resume_source,
         resume_target,
         select_scenarios,
+        with_seeds,
     )
     from dcnlab.benchmarks.engine.spec import load_specs
 
@@ -118,10 +128,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     elif args.experiment is None:
         _die("give an experiment file (or --resume DIR)")
     # A bad spec file or scenario name is reported before asking for root.
-    select_scenarios(load_specs(args.experiment), wanted)
+    specs = select_scenarios(load_specs(args.experiment), wanted)
+    if args.resume is not None and args.seeds is not None:
+        try:  # seeds that drop a recorded one: a usage error, before root
+            for spec in specs:
+                with_seeds(spec, Path(args.out) / (spec.scenario or ""), args.seeds)
+        except ExperimentError as exc:
+            _die(str(exc))
     _require_root()
     result = run_experiment(args.experiment, args.out, progress=not args.quiet,
-                            resume=args.resume is not None, scenarios=wanted)
+                            resume=args.resume is not None, scenarios=wanted,
+                            seeds=args.seeds)
     if args.quiet:  # otherwise the progress output already ended with table and place
         print(result.table)
         print(f"dcnlab: results in {result.out_dir}")
@@ -589,6 +606,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--scenarios", metavar="A,B", default=None,
                      help="run only these scenarios of the experiment file")
+    run.add_argument("--seeds", metavar="LIST", type=_seeds_arg, default=None,
+                     help="run these seeds instead of the file's, e.g. 1-10 or 1,4,7 "
+                     "(every scenario); with --resume, seeds may be added to the ones run: "
+                     "the recorded runs are kept and only the new seeds run")
 
     rep = _add(sub, "report", "re-render a results directory's table and plots",
                "Read the CSVs of an experiment's output directory and write its summary "

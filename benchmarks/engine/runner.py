@@ -154,15 +154,19 @@ class _Stop(Exception):
 
 def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None
                    = None, progress: bool = True, resume: bool = False,
-                   scenarios: list[str] | None = None) -> RunResult:
+                   scenarios: list[str] | None = None,
+                   seeds: list[int] | None = None) -> RunResult:
     """Run the experiment in ``spec_path``; results go to ``out_dir``
     (default ``results/<name>``; with scenarios, one subdirectory per scenario).
     ``resume``: continue an interrupted or failed run in ``out_dir`` (see the module doc).
-    ``scenarios``: run only these scenarios of the file.
+    ``scenarios``: run only these scenarios of the file.  ``seeds``: these seeds instead
+    of the file's (every scenario); resuming, seeds may be added (see :func:`with_seeds`).
     See the module doc for what happens on errors."""
     specs = select_scenarios(load_specs(spec_path), scenarios)
     out = Path(out_dir) if out_dir is not None else DEFAULT_RESULTS / specs[0].name
     outs = [out / spec.scenario if spec.scenario else out for spec in specs]
+    specs = [with_seeds(spec, target if resume else None, seeds)
+             for spec, target in zip(specs, outs, strict=True)]
     # Per spec: the runs already recorded (resuming), or None (a fresh directory).
     done: list[set[tuple[str, int, float]] | None] = [
         _done_runs(target, spec) if resume else None
@@ -177,7 +181,7 @@ def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike
                   for value in spec.loads} for spec in specs]
     if resume:
         for target, w in zip(outs, workloads, strict=True):
-            _check_same_workload(target, w)
+            _extend_workload(target, w)
     todo = [{(s.name, seed, value) for s in spec.schemes for (seed, value) in w} - (d or set())
             for spec, w, d in zip(specs, workloads, done, strict=True)]
     total = sum(len(w[(seed, value)]) for w, t in zip(workloads, todo, strict=True)
@@ -224,10 +228,14 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
     """One experiment (or scenario) into ``out``; errors end up in the result.  ``done``
     (resuming; None for a fresh directory): runs already recorded there, kept and
     skipped."""
+    began = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     if done is not None and (out / META_JSON).exists():
         meta = json.loads((out / META_JSON).read_text())
+        meta.setdefault("active_s", _span_s(meta))  # written before active_s was kept
         meta.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        meta.setdefault("spec", {})["seeds"] = spec.seeds  # seeds may have been added
+        meta["flow_counts"] = _flow_counts(spec, workloads)
         _drop_not_run_rows(out / FLOWS_CSV, done)
     else:
         if spec.source is not None and spec.source.resolve() != (out / SPEC_COPY).resolve():
@@ -280,6 +288,9 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
         if state.samples_csv is not None:
             state.samples_csv.close()
         meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        # the time spent running, summed over resumed sessions ("started" to "finished"
+        # would count the pauses between them)
+        meta["active_s"] = round(meta.get("active_s", 0.0) + time.monotonic() - began, 1)
         meta["errors"] = state.errors
         write_json(out / META_JSON, meta)
     rendered = report(out)
@@ -356,14 +367,30 @@ def _initial_meta(spec: ExperimentSpec, workloads: dict[tuple[int, float], list[
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "spec_file": str(spec.source) if spec.source else None,
         "spec": spec_summary(spec),
-        "flow_counts": {f"seed{s}_{spec.sweep}{fmt(v)}": len(f)
-                        for (s, v), f in workloads.items()},
+        "flow_counts": _flow_counts(spec, workloads),
         "versions": environment.versions(),
         "machine": environment.machine(),
         "runs": [],
         "networks": [],
         "errors": [],
     }
+
+
+def _span_s(meta: Mapping[str, Any]) -> float:
+    """Seconds from "started" to "finished" (0 when either is missing)."""
+    from datetime import datetime
+
+    try:
+        start, end = (datetime.strptime(str(meta[k]), "%Y-%m-%dT%H:%M:%S%z")
+                      for k in ("started", "finished"))
+    except (KeyError, ValueError):
+        return 0.0
+    return max(0.0, (end - start).total_seconds())
+
+
+def _flow_counts(spec: ExperimentSpec, workloads: dict[tuple[int, float], list[Flow]]
+                 ) -> dict[str, int]:
+    return {f"seed{s}_{spec.sweep}{fmt(v)}": len(f) for (s, v), f in workloads.items()}
 
 
 def spec_summary(spec: ExperimentSpec) -> dict[str, Any]:
@@ -722,8 +749,40 @@ def _done_runs(out: Path, spec: ExperimentSpec) -> set[tuple[str, int, float]]:
     return {(str(r["scheme"]), int(r["seed"]), float(r["load"])) for r in meta.get("runs", [])}
 
 
-def _check_same_workload(out: Path, workloads: dict[tuple[int, float], list[Flow]]) -> None:
-    """Resuming: the regenerated flow lists are the ones the directory recorded."""
+def with_seeds(spec: ExperimentSpec, resumed: Path | None, seeds: list[int] | None
+               ) -> ExperimentSpec:
+    """``spec`` with the seeds to run: ``seeds`` when given, else, resuming, the ones the
+    directory ``resumed`` recorded (an experiment that had seeds added keeps them), else the
+    file's.  Resuming may add seeds, never drop one: the runs of a dropped seed would stay
+    in flows.csv with no seed of the experiment naming them."""
+    recorded: list[int] | None = None
+    if resumed is not None:
+        try:
+            recorded = json.loads((resumed / META_JSON).read_text())["spec"]["seeds"]
+        except (OSError, ValueError, KeyError, TypeError):
+            recorded = None
+    if seeds is not None:
+        if not seeds or len(set(seeds)) != len(seeds):
+            raise ExperimentError(f"seeds {seeds}: give at least one seed, each once")
+        if recorded is not None and not set(recorded) <= set(seeds):
+            dropped = ", ".join(str(x) for x in recorded if x not in seeds)
+            raise ExperimentError(
+                f"cannot resume {resumed} with seeds {_seed_text(seeds)}: it recorded seed(s) "
+                f"{dropped} too; seeds can be added to an experiment, not removed")
+        wanted = list(seeds)
+    else:
+        wanted = list(recorded) if recorded is not None else spec.seeds
+    return dataclasses.replace(spec, seeds=wanted)
+
+
+def _seed_text(seeds: list[int]) -> str:
+    return ",".join(str(s) for s in seeds)
+
+
+def _extend_workload(out: Path, workloads: dict[tuple[int, float], list[Flow]]) -> None:
+    """Resuming: the regenerated flow lists of the (seed, sweep value) pairs the directory
+    recorded must be the ones in its workload.csv; those of seeds added since are appended
+    to it (every flow run has its row there)."""
     path = out / "workload.csv"
     if not path.exists():
         return
@@ -733,12 +792,22 @@ def _check_same_workload(out: Path, workloads: dict[tuple[int, float], list[Flow
         saved = {(int(r["seed"]), float(r["load"]), int(r["flow_id"])): (r["src"], r["dst"],
                                                                          int(r["size"]))
                  for r in csv.DictReader(fh)}
+    recorded = {(seed, value) for seed, value, _ in saved}
     now = {(seed, value, f.id): (f.src, f.dst, f.size)
-           for (seed, value), flows in workloads.items() for f in flows}
+           for (seed, value), flows in workloads.items() if (seed, value) in recorded
+           for f in flows}
     if saved != now:
         raise ExperimentError(f"cannot resume {out}: the experiment now generates other flows "
                               "than the ones recorded in workload.csv (was the spec file or "
                               "dcnlab changed?)")
+    added = {k: flows for k, flows in workloads.items() if k not in recorded}
+    if added:
+        appender = CsvAppender(path, WORKLOAD_COLUMNS)
+        try:
+            appender.write({"seed": seed, "load": value, "flow_id": f.id, **f.to_dict()}
+                           for (seed, value), flows in added.items() for f in flows)
+        finally:
+            appender.close()
 
 
 def _drop_not_run_rows(path: Path, done: set[tuple[str, int, float]]) -> None:

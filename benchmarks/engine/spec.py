@@ -249,6 +249,27 @@ _TOP = ["name", "topology", "switch", "link", "schemes", "baseline", "workload",
 _NEEDS_DURATION = {"poisson", "longlived", "shortlong"}
 
 
+def parse_seeds(text: str) -> list[int]:
+    """A seed list as a command line gives it: ``1-10``, ``4,7`` or ``1-3,8``, in that
+    order, each seed once; ValueError says what is wrong."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        try:
+            first, last = int(lo), int(hi if sep else lo)
+        except ValueError:
+            raise ValueError(f"seeds {text!r}: {part.strip()!r} is not a seed or a range "
+                             "such as 1-10") from None
+        if first < 0 or last < first:
+            raise ValueError(f"seeds {text!r}: {part.strip()!r} is not a range LOW-HIGH "
+                             "with 0 <= LOW <= HIGH")
+        seeds.extend(range(first, last + 1))
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:
+        raise ValueError(f"seeds {text!r}: {', '.join(map(str, repeated))} given twice")
+    return seeds
+
+
 def load_spec(path: str | os.PathLike[str]) -> ExperimentSpec:
     """Read and validate a spec file without scenarios (see :func:`load_specs`)."""
     specs = load_specs(path)

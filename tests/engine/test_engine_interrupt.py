@@ -212,3 +212,32 @@ def test_a_scenario_that_never_started_still_has_a_row_per_flow(tmp_path: Path) 
     assert {r["status"] for r in rows} == {"not_run"}
     assert all(r["error"] == "an earlier scenario failed: boom" for r in rows)
     assert json.loads((out / "meta.json").read_text())["status"] == "not_run"
+
+
+@pytest.mark.network
+@needs_root
+def test_resume_with_more_seeds_runs_only_the_new_seeds(tmp_path: Path) -> None:
+    """``--resume DIR --seeds`` adds seeds to a finished experiment: the recorded runs and
+    rows stay as they were, the added seeds' flows join workload.csv and run, each once."""
+    out = tmp_path / "out"
+    spec = _spec(tmp_path, schemes=["ecmp"], seeds=[1])
+    first = subprocess.run(_dcnlab("run", str(spec), "--out", str(out), "--quiet"),
+                           capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    rows_before = _rows(out)
+    flows_before = _workload(out)
+    assert {r["seed"] for r in rows_before} == {"1"}
+    more = subprocess.run(_dcnlab("run", "--resume", str(out), "--seeds", "1-2", "--quiet"),
+                          capture_output=True, text=True, timeout=600)
+    assert more.returncode == 0, more.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["status"] == "complete" and meta["spec"]["seeds"] == [1, 2]
+    assert [(r["scheme"], r["seed"]) for r in meta["runs"]] == [("ecmp", 1), ("ecmp", 2)]
+    rows = _rows(out)
+    assert rows[:len(rows_before)] == rows_before  # seed 1 was not run again
+    flows = _workload(out)
+    assert flows > flows_before and {f[0] for f in flows} == {"1", "2"}
+    keys = [(r["seed"], r["load"], r["flow_id"]) for r in rows]
+    assert len(keys) == len(set(keys)) and set(keys) == flows  # every flow once
+    assert {r["status"] for r in rows} == {"ok"}
+    assert meta["active_s"] > 0

@@ -101,6 +101,10 @@ def test_the_registry_lists_paper_files_only(tmp_path: Path) -> None:
      r"experiments\[1\]\.file: tiny\.yaml is listed twice"),
     ({**BASE, "experiments": [{"file": "tiny.yaml", "scenarios": ["a"]}]},
      r"experiments\[0\]\.scenarios: tiny\.yaml has no scenarios"),
+    ({**BASE, "experiments": [{"file": "tiny.yaml", "seeds": [1, 2, 1]}]},
+     r"experiments\[0\]\.seeds: needs at least one seed, each once"),
+    ({**BASE, "experiments": [{"file": "tiny.yaml", "seeds": []}]},
+     r"experiments\[0\]\.seeds: needs at least one seed, each once"),
     ({**BASE, "experiments": [{"file": "tiny_sizes.yaml", "scenarios": ["shrt"]}]},
      r"experiments\[0\]\.scenarios\[0\]: tiny_sizes\.yaml has no scenario 'shrt' \(it "
      r"has: short, long\)"),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +31,12 @@ class FakeRun:
         self.fail = fail  # the experiment file that stops early
 
     def __call__(self, spec_path: Any, out_dir: Any = None, progress: bool = True,
-                 resume: bool = False, scenarios: list[str] | None = None) -> None:
+                 resume: bool = False, scenarios: list[str] | None = None,
+                 seeds: list[int] | None = None) -> None:
         self.calls.append({"file": Path(spec_path), "out": Path(out_dir), "resume": resume,
-                           "scenarios": scenarios, "progress": progress})
+                           "scenarios": scenarios, "progress": progress, "seeds": seeds})
         for spec in engine.select_scenarios(load_specs(spec_path), scenarios):
+            spec = replace(spec, seeds=seeds) if seeds is not None else spec
             where = Path(out_dir) / spec.scenario if spec.scenario else Path(out_dir)
             if Path(spec_path).name == self.fail:
                 write_spec(where, spec, status="failed", schemes=["base"])
@@ -110,6 +114,36 @@ def test_resume_runs_only_what_is_not_complete(
     assert [(c["file"], c["out"], c["scenarios"], c["resume"]) for c in fake.calls] == [
         (EXPERIMENTS / "tiny_sizes.yaml", out / "tiny_sizes", ["short", "long"], True)]
     assert (out / "REPRODUCTION.md").read_text().startswith("# p900: ")
+
+
+def test_seeds_the_paper_file_adds_run_on_resume_and_only_there(
+        fake: FakeRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    """A paper file that gives an experiment more seeds than an earlier reproduction ran:
+    --resume continues that experiment with them (the engine keeps the recorded runs),
+    and leaves complete ones alone."""
+    own = tmp_path / "papers"
+    own.mkdir()
+    text = (PAPERS / "p900.yaml").read_text().replace(
+        "  - file: tiny.yaml\n", "  - file: tiny.yaml\n    seeds: [1, 2, 3]\n")
+    assert "seeds: [1, 2, 3]" in text
+    (own / "p900.yaml").write_text(text)
+    use_fixture(monkeypatch, own)
+    out = write_results(tmp_path / "p900")
+    shutil.rmtree(out / "tiny")
+    (spec,) = load_specs(EXPERIMENTS / "tiny.yaml")
+    write_spec(out / "tiny", replace(spec, seeds=[1, 2]))  # an earlier run of two seeds
+    code, _, err = _main(["reproduce", "p900", "--resume", str(out)], capsys)
+    assert code == cli.EXIT_OK, err
+    assert [(c["file"], c["out"], c["resume"], c["seeds"]) for c in fake.calls] == [
+        (EXPERIMENTS / "tiny.yaml", out / "tiny", True, [1, 2, 3])]
+    assert read_json(out / "tiny" / "meta.json")["spec"]["seeds"] == [1, 2, 3]
+    assert read_json(out / "reproduction.json")["series"] == \
+        read_json(FIXTURE / "p900.json")["series"]
+    fake.calls.clear()
+    code, _, err = _main(["reproduce", "p900", "--resume", str(out)], capsys)
+    assert code == cli.EXIT_OK, err
+    assert fake.calls == []  # every seed there now
 
 
 def test_resume_of_a_complete_reproduction_needs_no_root(

@@ -142,7 +142,7 @@ def _paired(claim: Claim, reader: tables.ResultsDir,
 
 def run_info(paper: Paper, out: Path) -> dict[str, Any]:
     """Provenance from the experiments' meta.json: commit(s), date, machine(s), time
-    spent (each experiment's first start to last finish, summed) and dcnlab version."""
+    spent running (summed over experiments and resumed sessions) and dcnlab version."""
     experiments, metas = [], []
     for ref in paper.experiments:
         for scenario in paper.scenarios(ref.file):
@@ -166,18 +166,24 @@ def run_info(paper: Paper, out: Path) -> dict[str, Any]:
         if entry not in machines:
             machines.append(entry)
     starts = [t for t in (_time(m.get("started")) for m in metas) if t is not None]
-    spans = [(_time(m.get("started")), _time(m.get("finished"))) for m in metas]
+    # time spent running: active_s sums a resumed experiment's sessions; older results
+    # have only their first start and last finish
+    spans = [(m["active_s"] if isinstance(m.get("active_s"), int | float) else
+              _span(_time(m.get("started")), _time(m.get("finished")))) for m in metas]
     return {
         "commits": list(dict.fromkeys(v["git_commit"] for v in versions
                                       if v.get("git_commit"))),
         "dirty": any(bool(v.get("git_dirty")) for v in versions),
         "date": min(starts).strftime("%Y-%m-%d") if starts else None,
         "machines": machines,
-        "duration_s": round(sum((b - a).total_seconds() for a, b in spans
-                                if a is not None and b is not None)),
+        "duration_s": round(sum(spans)),
         "dcnlab": list(dict.fromkeys(v["dcnlab"] for v in versions if v.get("dcnlab"))),
         "experiments": experiments,
     }
+
+
+def _span(start: datetime | None, end: datetime | None) -> float:
+    return (end - start).total_seconds() if start is not None and end is not None else 0.0
 
 
 def _time(text: Any) -> datetime | None:

@@ -63,6 +63,10 @@ class ExperimentRef:
 
     file: str
     scenarios: list[str] | None = None  # None: every scenario of the file
+    # the seeds the reproduction runs, in place of the file's (every scenario it runs);
+    # None: the file's.  The experiment file stays quick for dcnlab run; the paper file
+    # says what deciding its claims took.
+    seeds: list[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -267,6 +271,8 @@ def _experiments(value: Any) -> list[ExperimentRef]:
         if ref.file in (r.file for r in refs):
             raise SpecFileError(join(where, "file"), f"{ref.file} is listed twice; list it "
                                 "once with every scenario it needs")
+        if ref.seeds is not None and (not ref.seeds or len(set(ref.seeds)) != len(ref.seeds)):
+            raise SpecFileError(join(where, "seeds"), "needs at least one seed, each once")
         refs.append(ref)
     return refs
 

@@ -4,11 +4,13 @@
 as ``dcnlab run FILE --out OUT/<file's stem>`` would (the engine's run_experiment: its
 time estimate, progress bar, scenarios under OUT/<stem>/<scenario>, flows that never
 go unaccounted), then writes into OUT the summary (``reproduction.json``), the document
-(``REPRODUCTION.md``) and its figure (``claims.png``).  ``--resume OUT`` is ``dcnlab run
---resume`` for each experiment: an experiment whose every scenario is complete is left
-alone (nothing runs, no root needed), any other continues where it stopped (the runs
-recorded are kept; one that never started starts), from the experiment file it began
-with (runner.resume_source).  ``report --reproduction`` does only the last step, from
+(``REPRODUCTION.md``) and its figure (``claims.png``).  The paper file may give an
+experiment its own seeds (``seeds:``), run in place of the file's.  ``--resume OUT`` is
+``dcnlab run --resume`` for each experiment: an experiment whose every scenario is
+complete with every seed the paper file asks for is left alone (nothing runs, no root
+needed), any other continues where it stopped (the runs recorded are kept; one that
+never started starts; seeds the paper file added since run now), from the experiment
+file it began with (runner.resume_source).  ``report --reproduction`` does only the last step, from
 the results already in OUT.
 """
 
@@ -37,7 +39,8 @@ class Step:
     target: Path  # OUT/<stem>: dcnlab run's --out
     scenarios: list[str] | None  # the scenarios to run (None: the file has none, or all)
     outputs: list[Path]  # the results directories it writes (one per scenario)
-    complete: bool  # every output says status complete: nothing to run
+    complete: bool  # every output is complete with every seed wanted: nothing to run
+    seeds: list[int] | None = None  # the paper file's seeds for it (None: the file's)
 
 
 @dataclass
@@ -52,11 +55,14 @@ def default_out(paper_id: str) -> Path:
     return DEFAULT_RESULTS / paper_id
 
 
-def _status(path: Path) -> str | None:
+def _complete(path: Path, seeds: list[int] | None) -> bool:
+    """``path`` holds a complete experiment with every seed of ``seeds`` (None: any)."""
     try:
-        return json.loads((path / META_JSON).read_text()).get("status")
-    except (OSError, ValueError, AttributeError):
-        return None
+        meta = json.loads((path / META_JSON).read_text())
+        recorded = set(meta["spec"]["seeds"])
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        return False
+    return meta.get("status") == "complete" and (seeds is None or set(seeds) <= recorded)
 
 
 def plan(paper: papers.Paper, out: Path, resume: bool,
@@ -75,7 +81,7 @@ def plan(paper: papers.Paper, out: Path, resume: bool,
             source = engine.resume_source(target)  # the file it began with
         scenarios = [s for s in paper.scenarios(ref.file) if s is not None] or None
         steps.append(Step(ref.file, source, target, scenarios, outputs,
-                          all(_status(o) == "complete" for o in outputs)))
+                          all(_complete(o, ref.seeds) for o in outputs), ref.seeds))
     if resume:
         if not out.is_dir():
             raise ReproductionError(f"--resume {out}: no such directory (give the output "
@@ -105,7 +111,7 @@ def run(paper: papers.Paper, out: Path, steps: list[Step], resume: bool,
         if step.complete:
             continue  # resumed: every scenario of it is complete
         engine.run_experiment(step.source, step.target, progress=progress, resume=resume,
-                              scenarios=step.scenarios)
+                              scenarios=step.scenarios, seeds=step.seeds)
     return regenerate(paper, out)
 
 
