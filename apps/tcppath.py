@@ -73,6 +73,7 @@ from ryu.ofproto import ofproto_v1_3 as ofp
 from dcnlab.controller import ofmsg
 from dcnlab.controller.compiler import SELECT_GROUPS
 from dcnlab.controller.fabric_app import FabricApp
+from dcnlab.controller.fabric_ports import SwitchPorts, live_peer, switch_ports
 from dcnlab.controller.rules import FlowEntry, SwitchRules
 from dcnlab.schemes.tcppath import dataplane as dpl
 from dcnlab.schemes.tcppath import frames, polling, rules
@@ -168,35 +169,8 @@ class TcpPath(FabricApp):
             self._augmented = compiled
         return compiled
 
-    def _switch_ports(self, dpid: int) -> dpl.SwitchPorts:
-        return dpl.SwitchPorts(tuple(self._live_fabric_ports(dpid)),
-                               tuple(sorted(self.view.fabric_ports(dpid))),
-                               tuple(sorted((h.mac, h.port) for h in self.view.hosts_on(dpid))),
-                               self._up_ports(dpid))
-
-    def _up_ports(self, dpid: int) -> tuple[int, ...]:
-        level = self._levels()
-        up = []
-        for port in sorted(self.view.fabric_ports(dpid)):
-            far = self.view.peer(dpid, port)
-            if far is not None and level.get(far[0], 0) > level.get(dpid, 0):
-                up.append(port)
-        return tuple(up)
-
-    def _levels(self) -> dict[int, int]:
-        """Each switch's distance (in links, whatever their state) from a switch with
-        hosts: edges 0, spines and aggregation switches 1, cores 2."""
-        level = {d: 0 for d in self.view.switches if self.view.hosts_on(d)}
-        frontier = list(level)
-        while frontier:
-            nxt = []
-            for d in frontier:
-                for n in self.view.graph.adj[d]:
-                    if n not in level:
-                        level[n] = level[d] + 1
-                        nxt.append(n)
-            frontier = nxt
-        return level
+    def _switch_ports(self, dpid: int) -> SwitchPorts:
+        return switch_ports(self.view, dpid)
 
     @property
     def ready(self) -> bool:
@@ -252,10 +226,7 @@ class TcpPath(FabricApp):
     # -- helpers ---------------------------------------------------------------
 
     def _live_peer(self, dpid: int, port: int) -> tuple[int, int] | None:
-        far = self.view.peer(dpid, port)
-        if far is None or not self.view.graph.edges[dpid, far[0]]["up"]:
-            return None
-        return far
+        return live_peer(self.view, dpid, port)
 
     def _live_fabric_ports(self, dpid: int) -> list[int]:
         return [p for p in sorted(self.view.fabric_ports(dpid))

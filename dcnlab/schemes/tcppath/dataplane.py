@@ -128,6 +128,7 @@ from typing import Any
 from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
 
+from dcnlab.controller.fabric_ports import SwitchPorts, is_dead_end
 from dcnlab.controller.rules import (
     ETH_TYPE_IP,
     IPPROTO_TCP,
@@ -240,16 +241,6 @@ def learn_flow(idle_timeout: int) -> tuple[Action, ...]:
     return (forward, backward)
 
 
-@dataclass(frozen=True)
-class SwitchPorts:
-    """What the pipeline of one switch depends on."""
-
-    fabric: tuple[int, ...]  # live fabric ports
-    all_fabric: tuple[int, ...]  # every fabric port (copies may arrive on any)
-    hosts: tuple[tuple[str, int], ...]  # (mac, port) of the hosts on this switch
-    up: tuple[int, ...] = ()  # fabric ports to switches farther from the hosts than this one
-
-
 def _entry(table: int, priority: int, actions: Iterable[Action], cookie: int | None = None,
            **fields: object) -> FlowEntry:
     if cookie is None:
@@ -274,12 +265,6 @@ def _explore_matches(elephants: ElephantFilter | None) -> list[dict[str, object]
         out.append({**syn, "ip_dscp": dscp})
         out.append({**ephemeral, "ip_dscp": dscp})
     return out
-
-
-def is_dead_end(ports: SwitchPorts) -> bool:
-    """An edge switch: every fabric port leads up, so a copy that came down to it goes on
-    only to one of its own hosts (valley-free flooding never sends it back up)."""
-    return bool(ports.up) and set(ports.all_fabric) <= set(ports.up)
 
 
 def _dead_end_entries(ports: SwitchPorts, explore: tuple[Action, ...],
