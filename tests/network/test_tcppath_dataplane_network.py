@@ -7,12 +7,14 @@ falls back to controller mode and these tests are skipped there).
 statistics) on loop-free paths both directions share; a flow idle past the (short) idle
 timeout loses its entries and is explored again by its next packet; new flows avoid a
 spine loaded by a long transfer; a path whose link goes down under a transfer recovers;
-TFE explores elephants only.
+TFE explores elephants only, and on Open vSwitch every datapath cache entry of TCP is one
+connection's.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -258,6 +260,10 @@ def test_tfe_explores_elephants_only_in_the_data_plane(switch: str) -> None:
             state: Any = _read_after_now(net)  # every switch read after the mice
             assert state["counters"].get("tcppath_explorations", 0) == 0
             assert state["tcppath"]["flow_entries_max"] == 0
+            if switch == "ovs":
+                # Open vSwitch's datapath caches the mice's decisions per connection, so
+                # no elephant packet can meet one before it is revalidated after a learn
+                assert _shared_tcp_cache_entries(net) == []
             rows = _rows(_client(net, "h1", "h9", 40000, count=2))  # elephants
             assert all(r["ok"] for r in rows)
             # Whether the switches' own tables hold both paths says, should the count
@@ -330,3 +336,20 @@ def _cookies(net: Network) -> set[str]:
             for line in net.ovs.ofctl("-O", "OpenFlow13", "dump-flows",
                                       net.prefix + sw.name).splitlines()
             if "cookie=" in line}
+
+
+_ADDRESSES_AND_PORTS = re.compile(r"eth\(src=([^,)]+),dst=([^,)]+)\).*?tcp\(src=([^,)]+),"
+                                  r"dst=([^,)]+)\)")
+
+
+def _shared_tcp_cache_entries(net: Network) -> list[str]:
+    """Open vSwitch's datapath flows of TCP that match some connection's address or port
+    with a mask (a wildcard: one entry for several connections)."""
+    assert net.ovs is not None
+    shared = []
+    for line in net.ovs.appctl("dpctl/dump-flows", "-m").splitlines():
+        m = _ADDRESSES_AND_PORTS.search(line)
+        if "tcp(" in line and "recirc_id(0)," in line and (
+                m is None or any("/" in field for field in m.groups())):
+            shared.append(line)
+    return shared
