@@ -74,7 +74,6 @@ def test_loopback_connection_counts_bytes() -> None:
     assert sender.total_retrans < sender.data_segs_out
     assert rx.bytes_received == payload  # type: ignore[attr-defined]
     assert rx.data_segs_in > 0  # type: ignore[attr-defined]
-    if sender.total_retrans == 0:  # no loss: loopback delivers in order
-        assert rx.rcv_ooopack == 0  # type: ignore[attr-defined]
-    else:
-        assert rx.rcv_ooopack <= rx.data_segs_in  # type: ignore[attr-defined]
+    # Out-of-order arrivals need no loss on a loaded machine: a full test run measured
+    # rcv_ooopack 2 of 62 segments with total_retrans 0 (2026-11-28), so only bound it.
+    assert rx.rcv_ooopack <= rx.data_segs_in  # type: ignore[attr-defined]
