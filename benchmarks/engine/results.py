@@ -197,3 +197,15 @@ def write_csv(path: Path, columns: list[str], rows: Iterable[Mapping[str, Any]])
         writer.writeheader()
         for row in rows:
             writer.writerow({k: _cell(row.get(k)) for k in columns})
+
+
+def span_seconds(meta: Mapping[str, Any]) -> float:
+    """Seconds from a meta.json's "started" to its "finished" (0 when either is missing)."""
+    from datetime import datetime
+
+    try:
+        start, end = (datetime.strptime(str(meta[k]), "%Y-%m-%dT%H:%M:%S%z")
+                      for k in ("started", "finished"))
+    except (KeyError, ValueError):
+        return 0.0
+    return max(0.0, (end - start).total_seconds())

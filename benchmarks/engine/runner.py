@@ -71,6 +71,7 @@ from .results import (
     SPEC_COPY,
     WORKLOAD_COLUMNS,
     CsvAppender,
+    span_seconds,
     write_csv,
     write_json,
 )
@@ -232,7 +233,7 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
     out.mkdir(parents=True, exist_ok=True)
     if done is not None and (out / META_JSON).exists():
         meta = json.loads((out / META_JSON).read_text())
-        meta.setdefault("active_s", _span_s(meta))  # written before active_s was kept
+        meta.setdefault("active_s", span_seconds(meta))  # written before active_s was kept
         meta.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         meta.setdefault("spec", {})["seeds"] = spec.seeds  # seeds may have been added
         meta["flow_counts"] = _flow_counts(spec, workloads)
@@ -374,18 +375,6 @@ def _initial_meta(spec: ExperimentSpec, workloads: dict[tuple[int, float], list[
         "networks": [],
         "errors": [],
     }
-
-
-def _span_s(meta: Mapping[str, Any]) -> float:
-    """Seconds from "started" to "finished" (0 when either is missing)."""
-    from datetime import datetime
-
-    try:
-        start, end = (datetime.strptime(str(meta[k]), "%Y-%m-%dT%H:%M:%S%z")
-                      for k in ("started", "finished"))
-    except (KeyError, ValueError):
-        return 0.0
-    return max(0.0, (end - start).total_seconds())
 
 
 def _flow_counts(spec: ExperimentSpec, workloads: dict[tuple[int, float], list[Flow]]

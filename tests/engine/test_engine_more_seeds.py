@@ -14,7 +14,7 @@ import pytest
 
 from dcnlab import cli
 from dcnlab.benchmarks.engine import runner
-from dcnlab.benchmarks.engine.results import WORKLOAD_COLUMNS, write_csv
+from dcnlab.benchmarks.engine.results import WORKLOAD_COLUMNS, span_seconds, write_csv
 from dcnlab.benchmarks.engine.spec import parse_seeds, parse_spec
 
 SPEC = {"name": "grow", "topology": "spineleaf:2,2,2", "switch": "ovs",
@@ -112,6 +112,6 @@ def test_resuming_with_fewer_seeds_is_a_usage_error_before_root(
 
 
 def test_results_from_before_active_s_count_from_start_to_finish() -> None:
-    assert runner._span_s({"started": "2026-11-28T10:00:00+0000",
+    assert span_seconds({"started": "2026-11-28T10:00:00+0000",
                            "finished": "2026-11-28T10:30:00+0000"}) == 1800.0
-    assert runner._span_s({"started": "2026-11-28T10:00:00+0000"}) == 0.0
+    assert span_seconds({"started": "2026-11-28T10:00:00+0000"}) == 0.0

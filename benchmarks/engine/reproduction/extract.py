@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..results import META_JSON, ResultsError, read_json
+from ..results import META_JSON, ResultsError, read_json, span_seconds
 from . import tables
 from .errors import MissingResultsError
 from .papers import PER_FLOW, Claim, Paper
@@ -169,7 +169,7 @@ def run_info(paper: Paper, out: Path) -> dict[str, Any]:
     # time spent running: active_s sums a resumed experiment's sessions; older results
     # have only their first start and last finish
     spans = [(m["active_s"] if isinstance(m.get("active_s"), int | float) else
-              _span(_time(m.get("started")), _time(m.get("finished")))) for m in metas]
+              span_seconds(m)) for m in metas]
     return {
         "commits": list(dict.fromkeys(v["git_commit"] for v in versions
                                       if v.get("git_commit"))),
@@ -180,10 +180,6 @@ def run_info(paper: Paper, out: Path) -> dict[str, Any]:
         "dcnlab": list(dict.fromkeys(v["dcnlab"] for v in versions if v.get("dcnlab"))),
         "experiments": experiments,
     }
-
-
-def _span(start: datetime | None, end: datetime | None) -> float:
-    return (end - start).total_seconds() if start is not None and end is not None else 0.0
 
 
 def _time(text: Any) -> datetime | None:
