@@ -70,5 +70,9 @@ def test_clients_stop_and_start_again_under_uc3(tmp_path: Path) -> None:
     # two clients alone (from 3.5 s, once the stopped ones' last bytes are in): each
     # gets half the link; four again from 6 s (1 s after the restart): a quarter each
     assert _mean(period(3.5, 5.0, "jain")) > 0.9, series
-    assert _mean(period(3.5, 5.0, "tcp_mbps")) > 80, series
+    # The two take what the four took (clamped to a quarter each they would carry half
+    # of it).  Compared with the four-client period of the same run, not with the link's
+    # 100 Mbit/s: on a loaded CI machine the two carried 79 Mbit/s through switch_ext.
+    four, two = _mean(period(1.5, 3.0, "tcp_mbps")), _mean(period(3.5, 5.0, "tcp_mbps"))
+    assert two > 0.8 * four, (four, two, series)
     assert _mean(period(6.0, 8.0, "jain")) > 0.9, series

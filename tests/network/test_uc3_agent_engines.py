@@ -82,11 +82,24 @@ def agent(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningAge
         ra.close()
 
 
-def _until(what: str, check: Callable[[], bool], timeout: float = 10.0) -> None:
+def _until(what: str, check: Callable[[], bool], timeout: float = 10.0,
+           detail: Callable[[], str] = str) -> None:
     deadline = time.monotonic() + timeout
     while not check():
-        assert time.monotonic() < deadline, f"not within {timeout:g} s: {what}"
+        assert time.monotonic() < deadline, f"not within {timeout:g} s: {what}\n{detail()}"
         time.sleep(0.05)
+
+
+def _agent_detail(agent: RunningAgent, client: AgentClient) -> str:
+    """What a failed wait on the agent needs to be understood: the map, the agent's
+    state file and log, and whether the controller client really went silent."""
+    try:
+        state = agent.state_file.read_text()
+    except OSError as exc:
+        state = f"({exc})"
+    alive = client._thread is not None and client._thread.is_alive()
+    return (f"map: {agent.windows()}\nclient thread alive: {alive}\n"
+            f"state file: {state}\nagent log:\n{agent.log_text()[-4000:]}")
 
 
 def test_reports_clamps_and_fail_open_on_a_live_flow(agent: RunningAgent) -> None:
@@ -123,8 +136,10 @@ def test_reports_clamps_and_fail_open_on_a_live_flow(agent: RunningAgent) -> Non
         assert agent.program.stats()["applied"] >= 1
 
         client.stop()  # the controller falls silent: after 1 s the agent lifts the clamp
-        _until("the map emptied (fail open)", lambda: agent.windows() == {})
-        _until("the program lifted the clamp", lambda: agent.program.stats()["lifted"] >= 1)
+        detail = lambda: _agent_detail(agent, client)  # noqa: E731
+        _until("the map emptied (fail open)", lambda: agent.windows() == {}, detail=detail)
+        _until("the program lifted the clamp", lambda: agent.program.stats()["lifted"] >= 1,
+               detail=detail)
         _until("the window grown back",
                lambda: any(s.cwnd > WINDOW for s in agent.program.flow_samples()))
         if agent.engine == "native":
