@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -256,3 +257,28 @@ def test_a_controller_that_reads_late_gets_every_reply_in_order(
     sock.sendall(proto.encode({"type": "keepalive", "seq": 2}, keys.c2a, session))
     assert next_message(sock, reader, "ack").ack_seq == 2
     sock.close()
+
+
+def test_a_controller_gone_before_its_acks_leaves_the_agent_serving(
+        running: RunningAgent) -> None:
+    """A controller that sends and goes away at once (reset, as a controller closing
+    with unread reports does): the agent's acks then fail to send and the connection is
+    dropped while its frames are still being handled.  The agent must carry on: another
+    controller's session works and the clamps stay as the last applied message left them.
+    (The native engine once died here on its next frame, so its clamps were never lifted.)"""
+    keys = running.keys()
+    sock, _reader, session = handshake(running)
+    frames = b"".join(proto.encode(proto.make_alloc(seq, [proto.Clamp(FLOW, 7)]), keys.c2a,
+                                   session) for seq in range(2, 2002))
+    sock.sendall(frames)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()  # reset: the agent's acks meet a closed peer
+    other, reader, other_session = handshake(running)
+    try:
+        other.sendall(proto.encode({"type": "keepalive", "seq": 2}, keys.c2a, other_session))
+        assert next_message(other, reader, "ack").ack_seq == 2
+        assert running.windows() == {FLOW: 7}
+    finally:
+        other.close()
+    if running.proc is not None:
+        assert running.proc.poll() is None, running.log_text()[-2000:]

@@ -808,7 +808,10 @@ impl Agent {
             return false;
         }
         loop {
-            let conn = self.conns.get_mut(&token).expect("live connection");
+            // Gone when a reply to the last frame could not be sent (the peer reset).
+            let Some(conn) = self.conns.get_mut(&token) else {
+                return false;
+            };
             match conn.reader.pop() {
                 Ok(Some(raw)) => self.handle(token, &raw),
                 Ok(None) => return true,
@@ -831,7 +834,9 @@ impl Agent {
         let msg = json!({"type": "hello", "agent": self.cfg.name, "nonce": nonce,
                          "cgroup": self.cfg.cgroup});
         self.send(token, msg);
-        let conn = self.conns.get_mut(&token).expect("live connection");
+        let Some(conn) = self.conns.get_mut(&token) else {
+            return; // the hello could not be sent: the peer is gone
+        };
         let session = proto::session_context(&hello.nonce, &nonce).expect("checked nonces");
         conn.context = session.clone();
         conn.reader.context = session;
