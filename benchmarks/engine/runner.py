@@ -235,6 +235,9 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
         meta = json.loads((out / META_JSON).read_text())
         meta.setdefault("active_s", span_seconds(meta))  # written before active_s was kept
         meta.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        # this session's code and machine: the runs it adds are theirs, not the first's
+        meta.setdefault("resumed_sessions", []).append(
+            {"versions": environment.versions(), "machine": environment.machine()})
         meta.setdefault("spec", {})["seeds"] = spec.seeds  # seeds may have been added
         meta["flow_counts"] = _flow_counts(spec, workloads)
         _drop_not_run_rows(out / FLOWS_CSV, done)

@@ -241,3 +241,7 @@ def test_resume_with_more_seeds_runs_only_the_new_seeds(tmp_path: Path) -> None:
     assert len(keys) == len(set(keys)) and set(keys) == flows  # every flow once
     assert {r["status"] for r in rows} == {"ok"}
     assert meta["active_s"] > 0
+    # the resumed session's code and machine are recorded next to the first session's
+    (session,) = meta["resumed_sessions"]
+    assert session["versions"]["git_commit"] == meta["versions"]["git_commit"]
+    assert session["machine"]["cpus"] == meta["machine"]["cpus"]

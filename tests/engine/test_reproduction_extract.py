@@ -98,6 +98,26 @@ def test_the_summary_holds_the_values_written(paper: papers.Paper, results: Path
         ("tiny_sizes.yaml", "long", "complete")]
 
 
+def test_a_resumed_experiment_names_every_sessions_commit_and_machine(
+        paper: papers.Paper, results: Path) -> None:
+    """Seeds added at a later commit, with local changes, on another machine: the
+    provenance names both commits, says 'with local changes' and lists both machines."""
+    meta_path = results / "tiny" / "meta.json"
+    meta = read_json(meta_path)
+    later = {**meta["versions"], "git_commit": "fedcba9876543210fedcba9876543210fedcba98",
+             "git_dirty": True}
+    other = {**meta["machine"], "cpus": 8}
+    write_json(meta_path, {**meta, "resumed": ["2026-11-29T10:00:00+0000"],
+                           "resumed_sessions": [{"versions": later, "machine": other}]})
+    run = extract.extract(paper, results)["run"]
+    assert run["commits"] == ["0123456789abcdef0123456789abcdef01234567",
+                              "fedcba9876543210fedcba9876543210fedcba98"]
+    assert run["dirty"] is True
+    assert [m["cpus"] for m in run["machines"]] == [2, 8]
+    assert document.provenance(run).startswith(
+        "Run at commits 0123456, fedcba9 (with local changes), ")
+
+
 def test_the_committed_fixture_summary_is_what_extraction_gives(
         paper: papers.Paper, results: Path) -> None:
     """tests/fixtures/reproduction/p900.json (the summary the document test renders) is

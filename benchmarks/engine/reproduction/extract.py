@@ -158,10 +158,13 @@ def run_info(paper: Paper, out: Path) -> dict[str, Any]:
                                 "status": meta.get("status", "missing"),
                                 "seeds": spec.get("seeds"), "started": meta.get("started"),
                                 "finished": meta.get("finished")})
-    versions = [m.get("versions") or {} for m in metas]
+    # every session's: the first one's and each resumed one's (an experiment resumed at
+    # another commit or on another machine ran part of its runs there)
+    sessions = [s for m in metas for s in (m, *(m.get("resumed_sessions") or []))]
+    versions = [s.get("versions") or {} for s in sessions]
     machines: list[dict[str, Any]] = []
-    for m in metas:
-        machine = m.get("machine") or {}
+    for s in sessions:
+        machine = s.get("machine") or {}
         entry = {k: machine.get(k) for k in ("os", "cpus", "kernel", "cpu_model")}
         if entry not in machines:
             machines.append(entry)
