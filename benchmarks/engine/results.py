@@ -33,6 +33,7 @@ import csv
 import json
 import math
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -199,13 +200,20 @@ def write_csv(path: Path, columns: list[str], rows: Iterable[Mapping[str, Any]])
             writer.writerow({k: _cell(row.get(k)) for k in columns})
 
 
+META_TIME = "%Y-%m-%dT%H:%M:%S%z"  # meta.json's time stamps (started, resumed, finished)
+
+
+def meta_time(text: Any) -> datetime | None:
+    """A meta.json time stamp; None when missing or malformed."""
+    try:
+        return datetime.strptime(str(text), META_TIME)
+    except ValueError:
+        return None
+
+
 def span_seconds(meta: Mapping[str, Any]) -> float:
     """Seconds from a meta.json's "started" to its "finished" (0 when either is missing)."""
-    from datetime import datetime
-
-    try:
-        start, end = (datetime.strptime(str(meta[k]), "%Y-%m-%dT%H:%M:%S%z")
-                      for k in ("started", "finished"))
-    except (KeyError, ValueError):
+    start, end = meta_time(meta.get("started")), meta_time(meta.get("finished"))
+    if start is None or end is None:
         return 0.0
     return max(0.0, (end - start).total_seconds())

@@ -67,6 +67,7 @@ from .results import (
     FLOW_COLUMNS,
     FLOWS_CSV,
     META_JSON,
+    META_TIME,
     SAMPLE_COLUMNS,
     SPEC_COPY,
     WORKLOAD_COLUMNS,
@@ -234,7 +235,7 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
     if done is not None and (out / META_JSON).exists():
         meta = json.loads((out / META_JSON).read_text())
         meta.setdefault("active_s", span_seconds(meta))  # written before active_s was kept
-        meta.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        meta.setdefault("resumed", []).append(time.strftime(META_TIME))
         # this session's code and machine: the runs it adds are theirs, not the first's
         meta.setdefault("resumed_sessions", []).append(
             {"versions": environment.versions(), "machine": environment.machine()})
@@ -291,7 +292,7 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
                 appender.close()
         if state.samples_csv is not None:
             state.samples_csv.close()
-        meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        meta["finished"] = time.strftime(META_TIME)
         # the time spent running, summed over resumed sessions ("started" to "finished"
         # would count the pauses between them)
         meta["active_s"] = round(meta.get("active_s", 0.0) + time.monotonic() - began, 1)
@@ -368,7 +369,7 @@ def _initial_meta(spec: ExperimentSpec, workloads: dict[tuple[int, float], list[
         "name": spec.name,
         "scenario": spec.scenario,
         "status": "running",
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "started": time.strftime(META_TIME),
         "spec_file": str(spec.source) if spec.source else None,
         "spec": spec_summary(spec),
         "flow_counts": _flow_counts(spec, workloads),

@@ -28,18 +28,16 @@ digits, so the file is stable across machines that parse the CSVs alike.
 from __future__ import annotations
 
 import math
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..results import META_JSON, ResultsError, read_json, span_seconds
+from ..results import META_JSON, ResultsError, meta_time, read_json, span_seconds
 from . import tables
 from .errors import MissingResultsError
 from .papers import PER_FLOW, Claim, Paper
 
 FORMAT = 1
 SUMMARY_JSON = "reproduction.json"
-_TIME = "%Y-%m-%dT%H:%M:%S%z"  # meta.json's started/finished
 
 
 def experiment_dir(out: Path, file: str, scenario: str | None) -> Path:
@@ -168,7 +166,7 @@ def run_info(paper: Paper, out: Path) -> dict[str, Any]:
         entry = {k: machine.get(k) for k in ("os", "cpus", "kernel", "cpu_model")}
         if entry not in machines:
             machines.append(entry)
-    starts = [t for t in (_time(m.get("started")) for m in metas) if t is not None]
+    starts = [t for t in (meta_time(m.get("started")) for m in metas) if t is not None]
     # time spent running: active_s sums a resumed experiment's sessions; older results
     # have only their first start and last finish
     spans = [(m["active_s"] if isinstance(m.get("active_s"), int | float) else
@@ -183,10 +181,3 @@ def run_info(paper: Paper, out: Path) -> dict[str, Any]:
         "dcnlab": list(dict.fromkeys(v["dcnlab"] for v in versions if v.get("dcnlab"))),
         "experiments": experiments,
     }
-
-
-def _time(text: Any) -> datetime | None:
-    try:
-        return datetime.strptime(str(text), _TIME)
-    except ValueError:
-        return None
