@@ -18,7 +18,6 @@ import argparse
 import shutil
 import sys
 import tempfile
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +37,11 @@ class SectionError(RuntimeError):
 
 def _when(meta: dict[str, Any]) -> str:
     """'2026-11-30, 5 min' from meta.json's start and finish times."""
-    try:
-        start = datetime.strptime(meta["started"], "%Y-%m-%dT%H:%M:%S%z")
-        end = datetime.strptime(meta["finished"], "%Y-%m-%dT%H:%M:%S%z")
-    except (KeyError, TypeError, ValueError):
-        raise SectionError("meta.json has no start and finish time") from None
+    from dcnlab.benchmarks.engine.results import meta_time
+
+    start, end = meta_time(meta.get("started")), meta_time(meta.get("finished"))
+    if start is None or end is None:
+        raise SectionError("meta.json has no start and finish time")
     minutes = max(1, round((end - start).total_seconds() / 60))
     return f"{start:%Y-%m-%d}, {minutes} min"
 
