@@ -39,12 +39,15 @@ counting entries (explorations, copies received, late copies dropped); flow-remo
 messages count aged entries.  On a port going down it deletes the per-flow entries of
 every flow over it (on the whole path), so their next packets re-explore (Path Recovery).
 
-The core's default routes (ECMP select groups, compiled from the view) carry everything
-TCP-Path does not handle: non-TCP traffic (ARP is answered by the controller as in every
-dcnlab app), TCP connections whose SYN the controller never saw (opened before it
-started), flows after their per-flow entries aged out (they fall back to the default
-path rather than re-exploring, as the paper allows), SYN-ACKs arriving after the lock
-timeout, and under TFE every flow that is not an elephant.
+The default forwarding carries everything TCP-Path does not handle: non-TCP traffic,
+TCP connections whose SYN it never saw (opened before it started), packets sent while
+their exploration is pending, SYN-ACKs arriving after the lock timeout, and under TFE
+every flow that is not an elephant.  In data-plane mode it is ARP-Path by default, as in
+the paper (:mod:`dcnlab.schemes.arppath`: its tables follow TCP-Path's, the compiled ECMP
+routes stay behind it for frames that meet no entry in the fabric; the hosts' ARP is
+ARP-Path's, never the controller's); ``DCNLAB_TCPPATH_DEFAULT=ecmp`` makes it the
+compiled ECMP select groups, which is also what controller mode uses (where ARP is
+answered by the controller as in every dcnlab app).
 
 Configuration (environment, like every dcnlab app):
 
@@ -54,6 +57,9 @@ Configuration (environment, like every dcnlab app):
 ``DCNLAB_TCPPATH_MODE``      ``dataplane`` (default; falls back to controller mode, with a
                              warning, when a switch lacks the Nicira extensions) or
                              ``controller``
+``DCNLAB_TCPPATH_DEFAULT``   ``arppath`` (default, data-plane mode) or ``ecmp``: what
+                             forwards the rest (ARP-Path's own settings:
+                             ``DCNLAB_ARPPATH_IDLE``, ``DCNLAB_ARPPATH_LOCK``)
 """
 
 from __future__ import annotations
@@ -75,6 +81,7 @@ from dcnlab.controller.compiler import SELECT_GROUPS
 from dcnlab.controller.fabric_app import FabricApp
 from dcnlab.controller.fabric_ports import SwitchPorts, live_peer, switch_ports
 from dcnlab.controller.rules import FlowEntry, SwitchRules
+from dcnlab.schemes.arppath.part import ArpPathPart
 from dcnlab.schemes.tcppath import dataplane as dpl
 from dcnlab.schemes.tcppath import frames, polling, rules
 from dcnlab.schemes.tcppath.state import (
@@ -93,7 +100,9 @@ ENV_IDLE = "DCNLAB_TCPPATH_IDLE"
 ENV_LOCK = "DCNLAB_TCPPATH_LOCK"
 ENV_RECOVERY = "DCNLAB_TCPPATH_RECOVERY"
 ENV_MODE = "DCNLAB_TCPPATH_MODE"
+ENV_DEFAULT = "DCNLAB_TCPPATH_DEFAULT"
 MODES = ("dataplane", "controller")
+DEFAULTS = ("arppath", "ecmp")  # default forwarding; the paper's is ARP-Path
 DEFAULT_IDLE = 10
 TICK = 0.5  # s between lock expiry sweeps and entry-count samples
 SERIES_LEN = 600
@@ -116,6 +125,12 @@ class TcpPath(FabricApp):
         self.mode_wanted = os.environ.get(ENV_MODE, "dataplane").strip().lower()
         if self.mode_wanted not in MODES:
             raise ValueError(f"{ENV_MODE}={self.mode_wanted!r}: use one of {', '.join(MODES)}")
+        default = os.environ.get(ENV_DEFAULT, DEFAULTS[0]).strip().lower()
+        if default not in DEFAULTS:
+            raise ValueError(f"{ENV_DEFAULT}={default!r}: use one of {', '.join(DEFAULTS)}")
+        # ARP-Path after TCP-Path's tables, for what TCP-Path does not explore (data-plane
+        # mode only: controller mode forwards it on the compiled ECMP routes)
+        self.arppath = ArpPathPart(base=dpl.TABLES) if default == "arppath" else None
         self.nx: dict[int, bool] = {}  # switch -> speaks the Nicira extensions we use
         self.dataplane = False  # the mode in force (decided once every switch described)
         self.dp = dpl.DataplaneView()
@@ -160,8 +175,11 @@ class TcpPath(FabricApp):
         if self._augmented is not compiled:  # once per recompilation
             for dpid, sw in compiled.items():
                 if self.dataplane:
-                    dpl.rebuild(sw, self._switch_ports(dpid), self.elephants,
-                                self.idle_timeout, max(1, math.ceil(self.lock_timeout)))
+                    ports = self._switch_ports(dpid)
+                    dpl.rebuild(sw, ports, self.elephants, self.idle_timeout,
+                                max(1, math.ceil(self.lock_timeout)))
+                    if self.arppath is not None:
+                        self.arppath.attach(sw, ports, routes_table=dpl.T_DEFAULT)
                     continue
                 ports = {h.port for h in self.view.hosts_on(dpid)}
                 sw.flows.update(rules.static_entries(ports, self.elephants,
@@ -214,6 +232,8 @@ class TcpPath(FabricApp):
     def resync(self, dp: Any) -> None:
         self.port_masks.discard(dp.id)  # until it describes itself again
         self.dp.forget(dp.id)
+        if self.arppath is not None:
+            self.arppath.forget(dp.id)
         # A (re)connecting switch loses its per-flow entries: forget the flows through it
         # (and their entries elsewhere), then the base installs the static policy.
         dp.send_msg(rules.delete_all_flows(dp))
@@ -636,6 +656,8 @@ class TcpPath(FabricApp):
             if self.datapaths.get(dpid) is dp:  # still connected
                 for msg in dpl.stats_requests(dp):
                     dp.send_msg(msg)
+                for msg in self.arppath.requests(dp) if self.arppath is not None else ():
+                    dp.send_msg(msg)
             hub.sleep(gap)
 
     def _poller(self) -> None:
@@ -650,11 +672,29 @@ class TcpPath(FabricApp):
         started = time.perf_counter()
         msg = ev.msg
         self.polling.decoded(len(msg.body))
-        done = self.dp.reply(msg.datapath.id, msg.xid, msg.body,
-                             bool(msg.flags & ofp.OFPMPF_REPLY_MORE))
+        more = bool(msg.flags & ofp.OFPMPF_REPLY_MORE)
+        if self.arppath is not None and self.arppath.owns(msg.datapath.id, msg.xid):
+            self._arppath_stats(msg.datapath.id, msg.xid, msg.body, more)
+            self.polling.spent(time.perf_counter() - started)
+            return
+        done = self.dp.reply(msg.datapath.id, msg.xid, msg.body, more)
         self.polling.spent(time.perf_counter() - started)
         if done is not None:
             self._apply_flow_stats(msg.datapath.id, done)
+
+    def _arppath_stats(self, dpid: int, xid: int, body: list[Any], more: bool) -> None:
+        """A reply to ARP-Path's requests (the default forwarding's entries): Path Fail
+        for addresses over a dead link (level-triggered, as TCP-Path's), its counters."""
+        assert self.arppath is not None
+        done = self.arppath.reply(dpid, xid, body, more)
+        if done == "flows":
+            self.arppath.path_fail(self.view, dpid, self.datapaths)
+            self.arppath.walk(self.view, self.datapaths)
+            self.arppath.sample()
+        if done is not None:
+            for name, value in self.arppath.counters().items():
+                self.counters[name] = value  # totals as polled
+            self._dirty = True
 
     def _apply_flow_stats(self, dpid: int, done: str) -> None:
         if done == "flows":
@@ -709,6 +749,7 @@ class TcpPath(FabricApp):
         state["tcppath"] = {
             "elephants_only": self.elephants is not None,
             "mode": "dataplane" if self.dataplane else "controller",
+            "default": "arppath" if self.arppath is not None and self.dataplane else "ecmp",
             "idle_timeout": self.idle_timeout,
             "lock_timeout": self.lock_timeout,
             "flows": len(self.dp.paths) if self.dataplane else len(self.paths.flows),
@@ -728,5 +769,7 @@ class TcpPath(FabricApp):
                 "round_cost_ms": round(self.polling.last_cost * 1e3, 2),
                 "decode_us_per_entry": round(self.polling.decode_cost * 1e6, 1),
                 "rounds": self.polling.rounds}
+            if self.arppath is not None:
+                state["arppath"] = {"mode": "dataplane", **self.arppath.state()}
         return state
 

@@ -138,6 +138,24 @@ class Emitted:
     packet: dict[str, int]
 
 
+class InconsistentMatch(ValueError):
+    """A flow mod Open vSwitch refuses (OFPET_BAD_ACTION, OFPBAC_MATCH_INCONSISTENT): an
+    action needs what the match does not promise."""
+
+
+def _check_consistent(match: list[tuple[str, Any]], actions: list[Any]) -> None:
+    """Open vSwitch's check that pops a VLAN tag only where the match says there is one
+    (``ofpact_check__``: strip_vlan on a flow whose vlan_tci lacks the present bit)."""
+    fields = dict(match)
+    vid = fields.get("vlan_vid")
+    value = vid[0] if isinstance(vid, tuple) else vid
+    tagged = vid is not None and bool(value & OFPVID_PRESENT)
+    for a in actions:
+        if isinstance(a, parser.OFPActionPopVlan) and not tagged:
+            raise InconsistentMatch(f"pop_vlan on a flow whose match {sorted(fields)} does "
+                                    "not require a VLAN tag (OFPBAC_MATCH_INCONSISTENT)")
+
+
 @dataclass
 class FakeSwitch:
     dpid: int
@@ -169,6 +187,7 @@ class FakeSwitch:
                     goto = inst.table_id
                 else:
                     raise NotImplementedError(f"instruction type {inst.type}")
+            _check_consistent(items, actions)
             self.add(_Flow(fm.priority, items, actions, fm.cookie, fm.table_id, goto,
                            fm.idle_timeout, fm.hard_timeout, fm.flags))
         elif fm.command == ofp.OFPFC_DELETE_STRICT:

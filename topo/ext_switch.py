@@ -53,7 +53,7 @@ Switch options (``Network(switch_options={...})``, all optional):
 ``fold_host_delay`` bool (default True): host-link delay/jitter doubled on switch -> host
 ``verbose``         0, 1 (default: connection and port events) or 2, into the switch log
 ``batch``           frames per recvmmsg/sendmmsg (switch default 64)
-``tables``          number of flow tables (switch default 8)
+``tables``          number of flow tables (switch default 16)
 ``max_flows``       entries per flow table at most; beyond, flow mods get TABLE_FULL
 ``extra_args``      list of further ``dcnlab-switch`` arguments, appended verbatim
 ==================  ======================================================================

@@ -46,7 +46,7 @@ OPTIONS:
   --select-mode M          select-group mode: hash (default), rr, random
   --fail-mode M            on controller loss: secure (default, keep flows) or
                            standalone (MAC-learning switch while disconnected)
-  --tables N               number of flow tables, 1..254 (default 8)
+  --tables N               number of flow tables, 1..254 (default 16)
   --max-flows N            entries per flow table at most; a flow mod adding one more is
                            refused with FLOW_MOD_FAILED/TABLE_FULL (default: unbounded)
   --stats-file PATH        write one JSON line of per-port counters every interval
@@ -292,7 +292,8 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
     let mut ports = Vec::new();
     let mut select_mode = SelectMode::Hash;
     let mut fail_mode = FailMode::Secure;
-    let mut n_tables = 8u8;
+    // 16: TCP-Path with ARP-Path as its default forwarding uses 15 (tables 0..14)
+    let mut n_tables = 16u8;
     let mut stats_file = None;
     let mut stats_interval_ms = 100;
     let mut seed = None;

@@ -365,7 +365,7 @@ def test_the_long_seed001_file_asks_for_the_diagnosis_everywhere() -> None:
     assert [s.scenario for s in specs] == ["ovs", "ext", "threelayer"]
     for spec in specs:
         assert spec.diagnosis.flow_paths and spec.loads == [0.1, 0.2, 0.4, 0.6]
-        assert [s.name for s in spec.schemes] == ["ecmp", "tcppath", "tfe"]
+        assert [s.name for s in spec.schemes] == ["ecmp", "arppath", "tcppath", "tfe"]
         assert len(spec.seeds) >= 3 and spec.duration >= 90
     by = {s.scenario: s for s in specs}
     assert by["ovs"].switch == "ovs" and "buffer" not in by["ovs"].topology

@@ -213,8 +213,11 @@ def test_path_recovers_when_its_link_goes_down(net: Network) -> None:
     client = None
     try:
         wait_listening(in_host(net.host(dst)), 5310, what="iperf3 server")
+        # 15 s: longer than the two polling rounds the path takes to settle below, at
+        # their slowest (2 x MAX_INTERVAL each; ARP-Path's entries, polled in the same
+        # rounds, make them slower than TCP-Path's alone)
         client = net.host(src).popen(["iperf3", "-c", net.host(dst).IP(), "-p", "5310",
-                                      "-n", "6M", "--cport", str(sport), "--connect-timeout",
+                                      "-t", "15", "--cport", str(sport), "--connect-timeout",
                                       "3000"])
         path = _wait_paths(net, net.host(src).IP(), {sport}, timeout=10).get(sport)
         assert path and len(path) == 3
@@ -223,6 +226,7 @@ def test_path_recovers_when_its_link_goes_down(net: Network) -> None:
         assert len(path) == 3
         spine = next(s.name for s in spec.switches if s.dpid == path[1])
         before = counters(net)
+        assert client.poll() is None, "the transfer ended before its link went down"
         net.set_link(spine, _edge(spec, dst), up=False)
         assert client.wait(timeout=60) == 0
 

@@ -64,11 +64,16 @@ def test_experiment_files_take_short_names() -> None:
 
 
 def test_results_columns_come_from_the_declarations_unchanged() -> None:
-    # the columns the engine wrote before the registry existed, in the same order
-    assert controller_stats.COLUMNS == [
+    # the columns the engine wrote before the registry existed, in the same order, then
+    # (registry order: by module name) those of schemes added since
+    historical = [
         "scheme", "load", "seed", "entries_mean", "entries_max", "entries_samples",
         "packet_in", "explorations", "copy_packet_in", "copy_packet_out", "copies_sent",
         "late_dropped", "dead_end_dropped", "duplicate_dropped", "unknown_dropped", "not_elephant"]
+    added = ["arppath_explorations", "arppath_late_dropped", "arppath_dead_end_dropped",
+             "arppath_fabric_miss", "arppath_path_fail", "arppath_repaired"]
+    assert [c for c in controller_stats.COLUMNS if c in historical] == historical
+    assert sorted(controller_stats.COLUMNS) == sorted(historical + added)
     assert fairness.COLUMNS[-5:] == list(uc3_engine.COLUMNS)
     assert registry.host_parts("uc3").columns == uc3_engine.COLUMNS
 

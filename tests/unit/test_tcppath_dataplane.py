@@ -45,6 +45,9 @@ class Fabric(InMemoryFabric):
     def __init__(self, app_cls: type, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
                  mfr: str = OVS[0], sw: str = OVS[1], topo: str = TOPO, **env: str) -> None:
         env.setdefault("DCNLAB_TCPPATH_IDLE", "10")
+        # TCP-Path's own mechanics against the compiled routes; ARP-Path as the default
+        # forwarding has tests of its own (test_arppath_app.py)
+        env.setdefault("DCNLAB_TCPPATH_DEFAULT", "ecmp")
         app, spec = app_from_topology(app_cls, topo, tmp_path, monkeypatch, **env)
         self.removed: list[tuple[int, Any, int]] = []
         super().__init__(app, spec, mfr, sw)

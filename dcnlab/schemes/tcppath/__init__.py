@@ -9,6 +9,7 @@ and ``benchmarks/tfe_table_size.py``.
 
 from __future__ import annotations
 
+from ..arppath import CONTROLLER as ARPPATH_CONTROLLER
 from ..base import CheckContext, CheckOutcome, ControllerColumns, Scheme
 
 # app counter -> controller.csv column, and the summary's label for it
@@ -24,10 +25,15 @@ _COUNTERS = {
     "tcppath_not_elephant": ("not_elephant", None),
 }
 CONTROLLER = ControllerColumns(
-    counters={name: column for name, (column, _) in _COUNTERS.items()},
-    labels={column: label for column, label in _COUNTERS.values() if label},
+    # ARP-Path's too: it is the default forwarding (DCNLAB_TCPPATH_DEFAULT)
+    counters={**{name: column for name, (column, _) in _COUNTERS.items()},
+              **ARPPATH_CONTROLLER.counters},
+    labels={**{column: label for column, label in _COUNTERS.values() if label},
+            **ARPPATH_CONTROLLER.labels},
     entries_section="tcppath",
 )
+# ARP-Path's tables follow TCP-Path's eight: switch_ext must have room for them
+SWITCH_OPTIONS = {"ext": {"tables": 16}}
 
 
 def congestion_avoided(ctx: CheckContext) -> CheckOutcome:
@@ -43,20 +49,23 @@ SCHEMES = [
         name="tcppath",
         app="dcnlab.apps.tcppath",
         summary="SYNs explored through the data plane, first arrival locks the path, "
-                "the SYN-ACK confirms it; non-TCP takes ECMP routes",
+                "the SYN-ACK confirms it; the rest takes ARP-Path (the paper's default "
+                "forwarding; DCNLAB_TCPPATH_DEFAULT=ecmp: ECMP routes)",
         seed="001",
         check=congestion_avoided,
         check_topology="spineleaf:4,4,4",
         controller=CONTROLLER,
+        switch_options=SWITCH_OPTIONS,
     ),
     Scheme(
         name="tfe",
         app="dcnlab.apps.tfe",
         summary="TCP-Path for elephants only (source port above 30000 or nonzero DSCP); "
-                "other flows take ECMP",
+                "other flows take ARP-Path (DCNLAB_TCPPATH_DEFAULT=ecmp: ECMP routes)",
         seed="001",
         check=congestion_avoided,
         check_topology="spineleaf:4,4,4",
         controller=CONTROLLER,
+        switch_options=SWITCH_OPTIONS,
     ),
 ]

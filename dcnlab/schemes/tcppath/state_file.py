@@ -5,6 +5,7 @@
 from typing import NotRequired, TypedDict
 
 from dcnlab.model.runtime import ControllerState
+from dcnlab.schemes.arppath.state_file import ArpPathState
 
 
 class TcpPathRecentFlow(TypedDict):
@@ -35,6 +36,7 @@ class TcpPathState(TypedDict):
 
     elephants_only: bool
     mode: str  # "dataplane" (switches explore, lock and confirm) or "controller"
+    default: str  # what forwards the rest: "arppath" (data-plane mode) or "ecmp"
     idle_timeout: int  # s, of the per-flow entries
     lock_timeout: float  # s, an unconfirmed path lock lives
     flows: int  # flows with an installed path (data plane: directions with a whole path)
@@ -53,3 +55,4 @@ class TcpPathControllerState(ControllerState):
     """The state file of a ``tcppath``/``tfe`` app."""
 
     tcppath: NotRequired[TcpPathState]
+    arppath: NotRequired[ArpPathState]  # ARP-Path as the default forwarding

@@ -1,0 +1,145 @@
+"""ARP-Path as a part of an app: the standalone ``arppath`` app has it as its forwarding,
+TCP-Path and TFE as their default forwarding.  The part installs its tables on top of a
+switch's compiled policy, asks the switches for its flow statistics (the app sends the
+requests in its polling rounds and hands back the replies the part asked for), and turns
+a link going down into Path Fail: what every switch knows of the addresses whose entries
+led over it is deleted, so their next frames explore again."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from typing import Any
+
+from dcnlab.controller.fabric_ports import SwitchPorts
+from dcnlab.controller.rules import SwitchRules
+from dcnlab.controller.view import NetworkView
+
+from . import dataplane as apl
+from .view import ArpPathView, delete_towards, stats_requests
+
+ENV_IDLE = "DCNLAB_ARPPATH_IDLE"
+ENV_LOCK = "DCNLAB_ARPPATH_LOCK"
+DEFAULT_IDLE = 10  # s: learned forwarding entries (as TCP-Path's per-flow entries)
+DEFAULT_LOCK = 3  # s: locks (as TCP-Path's)
+SERIES_LEN = 600  # (wall time, entries) samples kept, one per polling round
+
+
+def _seconds(name: str, default: int) -> int:
+    text = os.environ.get(name, str(default))
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: give whole seconds, at least 1") from None
+    if value < 1:
+        raise ValueError(f"{name}={text!r}: give whole seconds, at least 1")
+    return value
+
+
+class ArpPathPart:
+    """ARP-Path's tables from ``base`` on every switch, and what the controller learns of
+    them."""
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self.idle_timeout = _seconds(ENV_IDLE, DEFAULT_IDLE)
+        self.lock_timeout = _seconds(ENV_LOCK, DEFAULT_LOCK)
+        self.view = ArpPathView()
+        self.entries_max = 0
+        self.path_fails = 0
+        self._asked: set[tuple[int, int]] = set()  # (dpid, xid) of our requests
+        self.series: deque[tuple[float, int]] = deque(maxlen=SERIES_LEN)
+        self.repairs = 0
+        self._fresh: set[int] = set()  # switches whose entries arrived since the last walk
+        self._suspects: set[str] = set()  # broken chains the last walk saw
+
+    def attach(self, rules: SwitchRules, ports: SwitchPorts, routes_table: int) -> None:
+        apl.attach(rules, ports, self.base, self.idle_timeout, self.lock_timeout,
+                   routes_table)
+
+    def requests(self, dp: Any) -> list[Any]:
+        """This round's flow-stats requests to ``dp``, xids set and remembered."""
+        msgs = stats_requests(dp, self.base)
+        for msg in msgs:
+            dp.set_xid(msg)
+            self._asked.add((dp.id, msg.xid))
+        return msgs
+
+    def owns(self, dpid: int, xid: int) -> bool:
+        return (dpid, xid) in self._asked
+
+    def reply(self, dpid: int, xid: int, body: list[Any], more: bool) -> str | None:
+        """A reply to one of :meth:`requests`; see :meth:`ArpPathView.reply`."""
+        done = self.view.reply(dpid, xid, body, more)
+        if done == "flows":
+            self._fresh.add(dpid)
+        if done is not None:
+            self._asked.discard((dpid, xid))
+            self.entries_max = max(self.entries_max,
+                                   sum(self.view.entries_per_switch().values()))
+        return done
+
+    def sample(self) -> None:
+        """A polling round is complete: record the table size (controller.csv's
+        entries_mean / entries_max of a run come from these samples)."""
+        self.series.append((round(time.time(), 2),
+                            sum(self.view.entries_per_switch().values())))
+
+    def walk(self, net: NetworkView, datapaths: dict[int, Any]) -> int:
+        """Once every connected switch's entries arrived since the last walk: repair the
+        addresses whose chain of entries breaks (:meth:`ArpPathView.broken_chains`) in
+        this walk and the one before (a chain read across two switches polled at different
+        moments can look broken once), as Path Fail does.  Returns the addresses repaired."""
+        if not datapaths or not set(datapaths) <= self._fresh:
+            return 0
+        self._fresh = set()
+        broken = self.view.broken_chains(net)
+        repair, self._suspects = sorted(broken & self._suspects), broken
+        self._delete_everywhere(repair, datapaths)
+        self.repairs += len(repair)
+        return len(repair)
+
+    def _delete_everywhere(self, macs: list[str], datapaths: dict[int, Any]) -> None:
+        for dp in datapaths.values():
+            for mac in macs:
+                for msg in delete_towards(dp, self.base, mac):
+                    dp.send_msg(msg)
+        for mac in macs:
+            for table in self.view.tables.values():
+                table.pop(mac, None)  # gone until a poll says otherwise
+
+    def forget(self, dpid: int) -> None:
+        self.view.forget(dpid)
+        self._asked = {k for k in self._asked if k[0] != dpid}
+
+    def path_fail(self, net: NetworkView, dpid: int, datapaths: dict[int, Any]) -> int:
+        """Delete, on every switch, what it knows of the addresses whose entries at ``dpid``
+        (as last polled) lead into a link that is down.  Level-triggered: called after each
+        poll of ``dpid``, it deletes again what came back (Open vSwitch's revalidators may
+        re-add a learned entry a datapath flow still accounts packets for).  Returns the
+        addresses."""
+        macs = sorted(self.view.macs_over_dead_links(net, dpid))
+        self._delete_everywhere(macs, datapaths)
+        self.path_fails += len(macs)
+        return len(macs)
+
+    def counters(self) -> dict[str, int]:
+        return {**self.view.totals(), "arppath_path_fail": self.path_fails,
+                "arppath_repaired": self.repairs}
+
+    def state(self) -> dict[str, Any]:
+        """The state file's section: settings, table sizes and the learned forwarding
+        entries as last polled (paths follow from them: :meth:`ArpPathView.path`)."""
+        per_switch = self.view.entries_per_switch()
+        return {
+            "base_table": self.base,
+            "idle_timeout": self.idle_timeout,
+            "lock_timeout": self.lock_timeout,
+            "entries": {str(d): n for d, n in sorted(per_switch.items())},
+            "entries_total": sum(per_switch.values()),
+            "entries_max": self.entries_max,
+            "series": list(self.series),
+            "forwarding": {str(d): dict(sorted(t.items()))
+                           for d, t in sorted(self.view.tables.items()) if t},
+        }

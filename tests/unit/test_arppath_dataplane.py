@@ -1,0 +1,166 @@
+"""ARP-Path's data-plane tables in memory: the compiled routes rebuilt into standalone
+ARP-Path on every switch of spineleaf:4,4,2, replayed in the in-memory table model with
+copies racing over links whose delays the test chooses.  The pipeline alone: no app."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dcnlab.controller.compiler import SELECT_GROUPS, compile_policy
+from dcnlab.controller.fabric_ports import switch_ports
+from dcnlab.controller.oftable import FakeNetwork, SendResult
+from dcnlab.controller.view import HostLocation, NetworkView
+from dcnlab.schemes.arppath import dataplane as apl
+from dcnlab.schemes.arppath.view import ArpPathView, stats_requests
+from dcnlab.topo.spec import parse
+
+TOPO = "spineleaf:4,4,2"  # spines 1-4, leaves 5-8, two hosts per leaf
+SPINES = (1, 2, 3, 4)
+IDLE, LOCK = 10, 3
+BASE = 1
+
+
+class Fabric:
+    def __init__(self) -> None:
+        self.view = NetworkView.from_topology(parse(TOPO))
+        compiled = compile_policy(self.view, SELECT_GROUPS)
+        for dpid, rules in compiled.items():
+            apl.attach(rules, switch_ports(self.view, dpid), BASE, IDLE, LOCK)
+        self.net = FakeNetwork(self.view)
+        self.net.install(compiled)
+
+    def host(self, name: str) -> HostLocation:
+        return next(h for h in self.view.hosts if h.name == name)
+
+    def arp_request(self, src: HostLocation, target: HostLocation,
+                    delays: dict[tuple[int, int], float] | None = None) -> SendResult:
+        return self.net.send(src.ip, {"eth_type": 0x0806, "eth_src": src.mac,
+                                      "eth_dst": "ff:ff:ff:ff:ff:ff", "arp_op": 1,
+                                      "arp_spa": src.ip, "arp_tpa": target.ip}, delays)
+
+    def frame(self, src: HostLocation, dst: HostLocation, eth_type: int = 0x0806,
+              delays: dict[tuple[int, int], float] | None = None) -> SendResult:
+        pkt: dict[str, Any] = {"eth_type": eth_type, "eth_src": src.mac, "eth_dst": dst.mac}
+        if eth_type == 0x0800:
+            pkt.update(ipv4_src=src.ip, ipv4_dst=dst.ip, ip_proto=17)
+        return self.net.send(src.ip, pkt, delays)
+
+    def fwd(self, dpid: int) -> dict[int, int]:
+        """eth_dst -> output port of the learned forwarding entries of ``dpid``."""
+        out = {}
+        for f in self.net.switches[dpid].table(BASE + apl.FWD):
+            if f.cookie == apl.COOKIE_FWD:
+                out[dict(f.match)["eth_dst"]] = f.actions[0].port
+        return out
+
+    def count(self, kind: int) -> int:
+        return sum(f.packets for sw in self.net.switches.values() for f in sw.flows
+                   if f.cookie == apl.COOKIE_COUNT | kind)
+
+
+def _fast_via(spine: int) -> dict[tuple[int, int], float]:
+    """Links to and from ``spine`` fast, every other fabric link slow."""
+    return {(a, b): 0.0001 if spine in (a, b) else 0.01
+            for a in range(1, 9) for b in range(1, 9) if a != b}
+
+
+def _mac(text: str) -> int:
+    return int(text.replace(":", ""), 16)
+
+
+@pytest.fixture()
+def fab() -> Fabric:
+    return Fabric()
+
+
+def test_a_broadcast_reaches_every_host_once_over_the_fastest_copies(fab: Fabric) -> None:
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    sent = fab.arp_request(h1, h5, _fast_via(2))
+    heard = sorted(ip for ip, _, _ in sent.delivered)
+    assert heard == sorted(h.ip for h in fab.view.hosts if h is not h1)  # each host once
+    assert all("vlan_vid" not in pkt for _, pkt, _ in sent.delivered)  # untagged
+    assert sent.punted == []  # the controller hears no ARP of a known host
+    assert fab.count(apl.COUNT_EXPLORE) == 1
+    assert fab.count(apl.COUNT_LATE) > 0  # the slow copies died
+    # every switch locked h1 to the port its first copy came from: h1's leaf and spine 2
+    # lead towards it; h1's leaf itself to h1's port
+    locks = {d: [f for f in sw.table(BASE + apl.LOCK_DST) if f.cookie == apl.COOKIE_LOCK]
+             for d, sw in fab.net.switches.items()}
+    assert all(len(v) == 1 for v in locks.values()), locks
+
+
+def test_the_reply_confirms_the_winning_path_for_both_addresses(fab: Fabric) -> None:
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.arp_request(h1, h5, _fast_via(2))
+    reply = fab.frame(h5, h1)  # ARP reply, unicast
+    assert [ip for ip, _, _ in reply.delivered] == [h1.ip]
+    learned = {d for d in fab.net.switches if fab.fwd(d)}
+    assert learned == {h1.dpid, 2, h5.dpid}, learned  # leaf 5, spine 2, leaf 7
+    assert fab.fwd(h1.dpid) == {_mac(h1.mac): h1.port, _mac(h5.mac): fab.fwd(h1.dpid)[
+        _mac(h5.mac)]}
+    assert fab.view.peer(h1.dpid, fab.fwd(h1.dpid)[_mac(h5.mac)])[0] == 2
+    # from now on frames both ways follow the entries: one copy each, no exploration
+    explorations = fab.count(apl.COUNT_EXPLORE)
+    there = fab.frame(h1, h5, 0x0800)
+    back = fab.frame(h5, h1, 0x0800)
+    assert [ip for ip, _, _ in there.delivered] == [h5.ip] and there.hops == 2
+    assert [ip for ip, _, _ in back.delivered] == [h1.ip] and back.hops == 2
+    assert fab.count(apl.COUNT_EXPLORE) == explorations
+
+
+def test_an_aged_entry_is_explored_again_by_the_next_frame(fab: Fabric) -> None:
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.arp_request(h1, h5, _fast_via(2))
+    fab.frame(h5, h1)
+    fab.net.expire(IDLE + LOCK + 1.0)  # every learned entry (locks, forwarding) aged out
+    assert not any(fab.fwd(d) for d in fab.net.switches)
+    fab.net.clock = IDLE + LOCK + 2.0
+    sent = fab.frame(h1, h5, 0x0800, _fast_via(3))
+    assert [ip for ip, _, _ in sent.delivered] == [h5.ip]  # only its destination
+    assert fab.count(apl.COUNT_EXPLORE) == 2
+    assert fab.count(apl.COUNT_DEAD_END) > 0  # the other edges dropped the copies
+    fab.frame(h5, h1, 0x0800)  # the destination's next frame confirms, via spine 3 now
+    assert fab.view.peer(h1.dpid, fab.fwd(h1.dpid)[_mac(h5.mac)])[0] == 3
+
+
+def test_a_frame_with_no_entry_inside_the_fabric_takes_the_default_routes(
+        fab: Fabric) -> None:
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.arp_request(h1, h5, _fast_via(2))
+    fab.frame(h5, h1)
+    fab.net.switches[2].flows = [f for f in fab.net.switches[2].flows
+                                 if f.cookie != apl.COOKIE_FWD]  # spine 2 forgot them
+    sent = fab.frame(h1, h5, 0x0800)
+    assert [ip for ip, _, _ in sent.delivered] == [h5.ip]
+    assert fab.count(apl.COUNT_FABRIC_MISS) == 1
+
+
+def _polled(fab: Fabric) -> ArpPathView:
+    """The controller's view after answering its flow-stats requests from every switch."""
+    view = ArpPathView()
+    for dpid, sw in fab.net.switches.items():
+        for xid, req in enumerate(stats_requests(None, BASE)):
+            body = sw.flow_stats(req.table_id, req.cookie, req.cookie_mask)
+            view.reply(dpid, xid, body, False)
+    return view
+
+
+def test_the_controller_reads_paths_and_counters_from_flow_statistics(fab: Fabric) -> None:
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.arp_request(h1, h5, _fast_via(2))
+    fab.frame(h5, h1)
+    view = _polled(fab)
+    assert view.path(fab.view, h1.mac, h5.mac) == [h1.dpid, 2, h5.dpid]
+    assert view.path(fab.view, h5.mac, h1.mac) == [h5.dpid, 2, h1.dpid]
+    assert view.path(fab.view, h1.mac, fab.host("h3").mac) is None  # never confirmed
+    assert view.entries_per_switch() == {h1.dpid: 2, 2: 2, h5.dpid: 2}
+    totals = view.totals()
+    assert totals["arppath_explorations"] == 1 and totals["arppath_confirm_frames"] == 3
+    assert totals["arppath_copy_late"] == fab.count(apl.COUNT_LATE) > 0
+    # a link of the path goes down: what every switch knows of both addresses must go
+    fab.view.set_port_up(2, fab.view.graph.edges[2, h5.dpid]["ports"][2], False)
+    assert view.macs_over_dead_links(fab.view, 2) == {h5.mac}
+    assert view.macs_over_dead_links(fab.view, h5.dpid) == {h1.mac}
+    assert view.path(fab.view, h1.mac, h5.mac) is None
