@@ -1,6 +1,7 @@
 """ARP-Path (All-Path bridging; paper 001's default forwarding and one of its baselines):
-every address is learned from the fastest copy of its host's broadcast, and the first
-frame back confirms the path, all in the switches' data plane.
+the fastest copy of a host's broadcast finds the path and the first frame back confirms
+it (every switch learns an address from the frames it sends), all in the switches' data
+plane.
 
 The controller installs :mod:`dcnlab.schemes.arppath.dataplane`'s tables once per switch
 (again when a port changes) over the compiled ECMP routes, which stay as the fallback for

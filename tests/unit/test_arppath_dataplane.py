@@ -94,16 +94,21 @@ def test_a_broadcast_reaches_every_host_once_over_the_fastest_copies(fab: Fabric
 def test_the_reply_confirms_the_winning_path_for_both_addresses(fab: Fabric) -> None:
     h1, h5 = fab.host("h1"), fab.host("h5")
     fab.arp_request(h1, h5, _fast_via(2))
-    reply = fab.frame(h5, h1)  # ARP reply, unicast
+    reply = fab.frame(h5, h1)  # ARP reply, unicast: along h1's locks, via spine 2
     assert [ip for ip, _, _ in reply.delivered] == [h1.ip]
-    learned = {d for d in fab.net.switches if fab.fwd(d)}
-    assert learned == {h1.dpid, 2, h5.dpid}, learned  # leaf 5, spine 2, leaf 7
-    assert fab.fwd(h1.dpid) == {_mac(h1.mac): h1.port, _mac(h5.mac): fab.fwd(h1.dpid)[
-        _mac(h5.mac)]}
+    assert fab.count(apl.COUNT_ALONG_LOCK) == 3
+    # every switch it crossed learned the replier's address from it, and nothing else
+    learned = {d: fab.fwd(d) for d in fab.net.switches if fab.fwd(d)}
+    assert set(learned) == {h1.dpid, 2, h5.dpid}, learned  # leaf 5, spine 2, leaf 7
+    assert all(set(t) == {_mac(h5.mac)} for t in learned.values()), learned
     assert fab.view.peer(h1.dpid, fab.fwd(h1.dpid)[_mac(h5.mac)])[0] == 2
-    # from now on frames both ways follow the entries: one copy each, no exploration
+    # h1's first frame follows them and teaches h1's address along the same path
     explorations = fab.count(apl.COUNT_EXPLORE)
     there = fab.frame(h1, h5, 0x0800)
+    assert {d for d in fab.net.switches if _mac(h1.mac) in fab.fwd(d)} == {h1.dpid, 2,
+                                                                          h5.dpid}
+    assert fab.fwd(h1.dpid)[_mac(h1.mac)] == h1.port
+    # from now on frames both ways follow the entries: one copy each, no exploration
     back = fab.frame(h5, h1, 0x0800)
     assert [ip for ip, _, _ in there.delivered] == [h5.ip] and there.hops == 2
     assert [ip for ip, _, _ in back.delivered] == [h1.ip] and back.hops == 2
@@ -151,16 +156,39 @@ def test_the_controller_reads_paths_and_counters_from_flow_statistics(fab: Fabri
     h1, h5 = fab.host("h1"), fab.host("h5")
     fab.arp_request(h1, h5, _fast_via(2))
     fab.frame(h5, h1)
+    fab.frame(h1, h5, 0x0800)
     view = _polled(fab)
     assert view.path(fab.view, h1.mac, h5.mac) == [h1.dpid, 2, h5.dpid]
     assert view.path(fab.view, h5.mac, h1.mac) == [h5.dpid, 2, h1.dpid]
     assert view.path(fab.view, h1.mac, fab.host("h3").mac) is None  # never confirmed
     assert view.entries_per_switch() == {h1.dpid: 2, 2: 2, h5.dpid: 2}
     totals = view.totals()
-    assert totals["arppath_explorations"] == 1 and totals["arppath_confirm_frames"] == 3
+    assert totals["arppath_explorations"] == 1 and totals["arppath_lock_frames"] == 3
     assert totals["arppath_copy_late"] == fab.count(apl.COUNT_LATE) > 0
     # a link of the path goes down: what every switch knows of both addresses must go
     fab.view.set_port_up(2, fab.view.graph.edges[2, h5.dpid]["ports"][2], False)
     assert view.macs_over_dead_links(fab.view, 2) == {h5.mac}
     assert view.macs_over_dead_links(fab.view, h5.dpid) == {h1.mac}
     assert view.path(fab.view, h1.mac, h5.mac) is None
+
+
+def test_a_frame_that_finds_a_lock_at_one_switch_and_none_at_the_next_leaves_no_dangling_entry(
+        fab: Fabric) -> None:
+    """Locks expire by their own timers: h1's lock at spine 2 (the first copy's way) is gone
+    while h5's edge, which locked h1 a moment later, still holds it.  h5's frame to h1
+    follows the lock to spine 2, which knows nothing of h1 and takes the default routes.
+    No switch may then forward towards h1 into spine 2 (learning h1 at the lock port
+    would: a chain that dangles for as long as h5 sends)."""
+    h1, h5 = fab.host("h1"), fab.host("h5")
+    fab.arp_request(h1, h5, _fast_via(2))  # locks: h1's edge at 0, spine 2 at 0.1 ms,
+    fab.net.expire(LOCK + 0.00015)  # h5's edge at 0.2 ms: only spine 2's (and h1's edge's) gone
+    assert not [f for f in fab.net.switches[2].table(BASE + apl.LOCK_DST)
+                if f.cookie == apl.COOKIE_LOCK]
+    sent = fab.frame(h5, h1, 0x0800)
+    assert [ip for ip, _, _ in sent.delivered] == [h1.ip]
+    # along the lock at h5's edge; no entry at spine 2 nor (its lock gone too) at h1's edge
+    assert fab.count(apl.COUNT_ALONG_LOCK) == 1 and fab.count(apl.COUNT_FABRIC_MISS) == 2
+    view = _polled(fab)
+    assert view.dangling(fab.view) == set()
+    assert view.path(fab.view, h5.mac, h1.mac) is None  # nothing learned towards h1 yet
+    assert view.path(fab.view, h1.mac, h5.mac) is not None  # h5, along its frame's way

@@ -1,6 +1,6 @@
-"""ARP-Path (seed 001's default forwarding and baseline): per-address paths learned from
-the fastest copy of each host's broadcast, confirmed by the first frame back, in the
-switches' data plane.
+"""ARP-Path (seed 001's default forwarding and baseline): per-address paths found by the
+fastest copy of each host's broadcast and confirmed by the first frame back, which
+follows it, in the switches' data plane.
 
 This package is the scheme's home: :mod:`.dataplane` (the tables), :mod:`.view` (what the
 controller reads of them), :mod:`.part` (ARP-Path as a part of an app), :mod:`.check`
@@ -19,7 +19,7 @@ _COUNTERS = {
     "arppath_copy_dead_end": ("arppath_dead_end_dropped", None),
     "arppath_fabric_miss": ("arppath_fabric_miss", "frames on the fallback routes"),
     "arppath_path_fail": ("arppath_path_fail", None),
-    "arppath_repaired": ("arppath_repaired", "ARP-Path chains repaired"),
+    "arppath_repaired": ("arppath_repaired", "ARP-Path dangling entries deleted"),
 }
 CONTROLLER = ControllerColumns(
     counters={name: column for name, (column, _) in _COUNTERS.items()},
@@ -38,8 +38,8 @@ SCHEMES = [
     Scheme(
         name="arppath",
         app="dcnlab.apps.arppath",
-        summary="ARP-Path: each address learned from the fastest copy of its host's "
-                "broadcast, confirmed by the first frame back, in the data plane",
+        summary="ARP-Path: paths found by the fastest copy of a host's broadcast and "
+                "confirmed by the first frame back, in the data plane",
         seed="001",
         check=paths_learned,
         check_topology="spineleaf:4,4,4",

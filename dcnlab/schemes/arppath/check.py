@@ -1,11 +1,11 @@
 """The ``arppath`` part of ``dcnlab check``: paths learned in the data plane.
 
-Host pairs on different edge switches exchange one ping each, twice, two polling rounds
-apart (their ARP entries are resolved: ``dcnlab check`` pinged every pair before; a chain
-of entries left broken is repaired between the two); once the app has polled every switch
-twice more, the forwarding entries it reports must give each pair a whole path both ways,
-and the controller must not have answered the ARP of any known host (ARP-Path floods
-requests in the data plane; hosts answer them)."""
+Host pairs on different edge switches exchange one ping each (their ARP entries are
+resolved: ``dcnlab check`` pinged every pair before); once the app has polled every switch
+twice more, the forwarding entries it reports must give each pair a whole path both ways
+(each address is learned from its own frames at every switch they cross, so the request
+and the reply leave both), and the controller must not have answered the ARP of any
+known host (ARP-Path floods requests in the data plane; hosts answer them)."""
 
 from __future__ import annotations
 
@@ -52,11 +52,7 @@ def _ping_lost(net: Network, pairs: list[tuple[str, str]]) -> list[tuple[str, st
 
 def paths_learned(net: Network, spec: TopologySpec) -> tuple[dict[str, Any], list[str]]:
     pairs = _pairs(spec, PAIRS)
-    # twice: a chain of entries the all-pairs ping left broken is repaired (deleted)
-    # within two polling walks, and the next ping learns its path again
     lost = _ping_lost(net, pairs)
-    _after_two_rounds(net)
-    lost += _ping_lost(net, pairs)
     state = _after_two_rounds(net)
     section = state.get("arppath", {})
     learned = from_state(section)

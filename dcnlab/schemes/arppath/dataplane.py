@@ -8,16 +8,27 @@ does, but from the fastest copy of a broadcast rather than over a spanning tree:
   address to the port its first copy came in on and drops copies that arrive on another
   port while the lock lives (later copies of the same broadcast), so the copies form a
   tree rooted at S's edge: the fastest path from S to every switch;
-* a frame to S (D's ARP reply) follows S's lock at every switch and *confirms* it there:
-  the switch learns S at the lock port and D at the frame's in-port, both with an idle
-  timeout; from then on frames between them are forwarded by these entries.  The table is
-  per address, not per host pair: a switch has one port per MAC address, the one its
-  last confirmation taught it;
+* a frame to S (D's ARP reply) follows S's lock at every switch and so *confirms* the
+  fastest path: every switch on the way learns D at the frame's in-port, and S's next
+  frame to D, forwarded by these entries, teaches S's address along the same path; from
+  then on frames between them are forwarded by learned entries (idle timeout).  The
+  table is per address, not per host pair: a switch has one port per MAC address, the
+  one the address's last frame through it came in on;
 * a frame from a host whose destination has no entry at the host's edge (it aged out)
   explores like a broadcast (the frame itself, tagged, flooded; only its destination's
   edge delivers it) and the destination's next frame back confirms a path again;
   a frame that meets no entry inside the fabric takes the compiled default routes
   (counted: ``COUNT_FABRIC_MISS``).
+
+Addresses are learned from the frames they send, at every switch a frame crosses, and
+never from a lock: then a switch forwards towards an address only to a neighbour that
+the same address's frame just crossed, and that neighbour's entry outlives its own (every
+frame the one forwards by it, the other forwards by its own entry next).  Learning at a
+lock as well (the destination at the lock port, at the moment the confirming frame
+passes) breaks that: locks live by their own timers, a frame can find one at a switch
+and not at its neighbour, and a switch then learns an address behind a neighbour that
+never did (a broken chain, seen on both switch kinds; the controller repairs what is
+left of it, :meth:`~dcnlab.schemes.arppath.part.ArpPathPart.walk`).
 
 Tables, at ``base`` + offset (standalone ARP-Path: base 1 after MAIN, table 0; as TCP-Path's
 default forwarding: after TCP-Path's eight):
@@ -27,15 +38,18 @@ LOCK_SRC   *learned* S -> ``reg2 = lock port``, ``reg6 = the exploration's gener
            (hard timeout = lock timeout); below them, at S's edge, *learned* S -> ``reg6 =
            generation`` of S's next exploration
 LOCK_DST   *learned* eth_dst S -> ``reg1 = lock port`` (hard timeout = lock timeout)
-CONFIRM    ``reg1 == 0`` or the lock is the in-port -> FWD; otherwise *learn* FWD entries
-           for both addresses, output to ``reg1``
-FWD        *learned* eth_dst -> output port (idle timeout, flow-removed); a miss from a host
-           port -> LOCK_SRC, DECIDE (explore); any other miss -> FALLBACK
-DECIDE     tagged: lock on another port -> drop (late); lock on this port -> FLOOD (another
-           broadcast of the same source, same tree); no lock -> *learn* both locks,
-           FLOOD.  Untagged (from a host): a broadcast of a source whose lock is its own
-           port -> tag with the lock's generation, FLOOD; a lock pending -> FALLBACK; no
-           lock -> *learn* both locks and the next generation, tag, FLOOD
+MISS       FWD's misses: a lock towards the destination (``reg1`` set, not the in-port)
+           -> output to ``reg1``; none, from a host port -> LOCK_SRC, DECIDE (explore);
+           none, from a fabric port -> FALLBACK
+FWD        *learned* eth_dst -> output port (idle timeout, flow-removed); a miss ->
+           LOCK_DST, MISS
+DECIDE     tagged: the lock's exploration (generation) on another port -> drop (late); on
+           this port -> *learn* (renew) both locks, FLOOD (another broadcast of the same
+           source, same tree); no lock, or a lock of an earlier exploration -> *learn* both
+           locks, FLOOD.  Untagged (from a host): a broadcast of a source whose lock is
+           its own port -> *learn* (renew) both locks, tag with the lock's generation,
+           FLOOD; a lock pending -> FALLBACK; no lock -> *learn* both locks and the
+           next generation, tag, FLOOD
 FLOOD      a tagged copy: out of every live fabric port (valley-free: from an up port, down
            ports only), in a rotation chosen by ``reg5``'s low bits; then untagged to this
            switch's hosts: every host port for a broadcast, the destination's for a
@@ -74,7 +88,7 @@ BROADCAST = 0xFFFFFFFFFFFF
 MULTICAST = (0x010000000000, 0x010000000000)  # the group bit of eth_dst
 
 # table offsets from ``base``
-LOCK_SRC, LOCK_DST, CONFIRM, FWD, DECIDE, FLOOD, FALLBACK = range(7)
+LOCK_SRC, LOCK_DST, MISS, FWD, DECIDE, FLOOD, FALLBACK = range(7)
 TABLES = 7
 
 ARP_VID = 0xA4  # VLAN ids of ARP-Path copies: 0xA4..0xA7, one per generation
@@ -104,7 +118,7 @@ COUNT_LATE = 2  # copies dropped: their source is locked to another port
 COUNT_FIRST = 3  # first copies (locked and flooded on)
 COUNT_EXPLORE = 4  # explorations started at a source's edge
 COUNT_PENDING = 5  # frames sent on the default routes while their exploration is pending
-COUNT_CONFIRM = 6  # frames that confirmed (learned forwarding entries) here
+COUNT_ALONG_LOCK = 6  # frames forwarded along their destination's lock (no entry yet)
 COUNT_FABRIC_MISS = 7  # frames with no entry inside the fabric: default routes
 COUNT_DEAD_END = 8  # unicast copies dropped on entry at an edge they are not for
 
@@ -148,11 +162,11 @@ def _vid(gen: int) -> int:
     return OFPVID_PRESENT | ARP_VID | gen
 
 
-def unicast_actions(base: int) -> tuple[Action, ...]:
-    """What an untagged frame that no other scheme handles does: look for a lock towards
-    its destination (a pending exploration to confirm), then CONFIRM."""
-    return (*CLEAR, *READ_ADDRESSES, ("resubmit", base + LOCK_DST),
-            ("resubmit", base + CONFIRM))
+def unicast_actions(base: int, idle_timeout: int) -> tuple[Action, ...]:
+    """What an untagged frame that no other scheme handles does: teach its source
+    address, then FWD."""
+    return (*CLEAR, *READ_ADDRESSES, learn_source(base, idle_timeout),
+            ("resubmit", base + FWD))
 
 
 def learn_locks(base: int, lock_timeout: int, gen: int) -> tuple[Action, ...]:
@@ -169,19 +183,14 @@ def learn_locks(base: int, lock_timeout: int, gen: int) -> tuple[Action, ...]:
     return (src, dst)
 
 
-def learn_forwarding(base: int, idle_timeout: int) -> tuple[Action, ...]:
-    """The confirming frame (at a switch holding a lock towards its destination): its
-    destination at the lock port, its source at its in-port."""
-    towards_dst = _learn(base + FWD, PRIO_FWD, COOKIE_FWD, (
-        ("match", "eth_dst", 0, ("eth_dst", 0), 48),
-        ("output", (REG_LOCK_DST, 0), 16)), idle=idle_timeout, flags=OFPFF_SEND_FLOW_REM)
-    towards_src = _learn(base + FWD, PRIO_FWD, COOKIE_FWD, (
+def learn_source(base: int, idle_timeout: int) -> Action:
+    """Every untagged frame, at every switch: its source address at its in-port."""
+    return _learn(base + FWD, PRIO_FWD, COOKIE_FWD, (
         ("match", "eth_dst", 0, ("eth_src", 0), 48),
         ("output", (IN_PORT, 0), 16)), idle=idle_timeout, flags=OFPFF_SEND_FLOW_REM)
-    return (towards_dst, towards_src)
 
 
-def main_entries(ports: SwitchPorts, base: int) -> list[FlowEntry]:
+def main_entries(ports: SwitchPorts, base: int, idle_timeout: int) -> list[FlowEntry]:
     """ARP-Path's entries in MAIN (table 0)."""
     explore = (*READ_ADDRESSES, ("resubmit", base + LOCK_SRC), ("resubmit", base + DECIDE))
     out: list[FlowEntry] = []
@@ -213,14 +222,14 @@ def main_entries(ports: SwitchPorts, base: int) -> list[FlowEntry]:
         # any frame to a locked address (the controller hears neither)
         out.append(_entry(0, PRIO_MAIN_ARP + 1, (order_from_src, *explore), in_port=port,
                           eth_type=ETH_TYPE_ARP, eth_dst=BROADCAST))
-        out.append(_entry(0, PRIO_MAIN_ARP, unicast_actions(base), in_port=port,
+        out.append(_entry(0, PRIO_MAIN_ARP, unicast_actions(base, idle_timeout), in_port=port,
                           eth_type=ETH_TYPE_ARP))
         # other broadcast and multicast from hosts (IPv6 neighbour discovery, say) is not
         # ARP-Path's: dropped, as the compiled routes drop it
         out.append(_entry(0, PRIO_MAIN_ARP - 1, (), in_port=port, eth_dst=MULTICAST))
     for port in ports.all_fabric:
         # untagged ARP in the fabric is a reply on its way: a frame like any other
-        out.append(_entry(0, PRIO_MAIN_ARP, unicast_actions(base), in_port=port,
+        out.append(_entry(0, PRIO_MAIN_ARP, unicast_actions(base, idle_timeout), in_port=port,
                           eth_type=ETH_TYPE_ARP))
     return out
 
@@ -229,37 +238,53 @@ def tables(ports: SwitchPorts, base: int, idle_timeout: int, lock_timeout: int) 
     """The static entries of ARP-Path's own tables (``base`` .. ``base`` + FLOOD; FALLBACK
     holds the compiled routes, which the caller moves there)."""
     out: list[FlowEntry] = []
-    # CONFIRM
-    out.append(_entry(base + CONFIRM, 10, (("resubmit", base + FWD),), **{REG_LOCK_DST: 0}))
-    for port in sorted({*ports.all_fabric, *(p for _, p in ports.hosts)}):
-        # a lock pointing back where the frame came from confirms nothing
-        out.append(_entry(base + CONFIRM, 5, (("resubmit", base + FWD),), in_port=port,
-                          **{REG_LOCK_DST: port}))
-    out.append(_entry(base + CONFIRM, 0, learn_forwarding(base, idle_timeout) + (
-        ("output_reg", REG_LOCK_DST, 0, 16),), COOKIE_COUNT | COUNT_CONFIRM))
-    # FWD: learned entries above; a miss from a host port explores, any other falls back
+    # FWD: learned entries above; a miss looks for a lock towards its destination
+    out.append(_entry(base + FWD, 0, (("resubmit", base + LOCK_DST),
+                                      ("resubmit", base + MISS))))
+    # MISS: along the lock (an exploration of the destination is under way); with none
+    # (or one pointing back where the frame came from), a frame from a host explores and
+    # any other takes the default routes
+    explore = (("move", "eth_src", 0, REG_ORDER, 0, 4), ("resubmit", base + LOCK_SRC),
+               ("resubmit", base + DECIDE))
     for _, port in ports.hosts:
-        out.append(_entry(base + FWD, 2, (("move", "eth_src", 0, REG_ORDER, 0, 4),
-                                          ("resubmit", base + LOCK_SRC),
-                                          ("resubmit", base + DECIDE)), in_port=port))
-    out.append(_entry(base + FWD, 0, (("resubmit", base + FALLBACK),),
-                      COOKIE_COUNT | COUNT_FABRIC_MISS))
-    # DECIDE, tagged copies
+        for lock in (0, port):
+            out.append(_entry(base + MISS, 10, explore, in_port=port, **{REG_LOCK_DST: lock}))
     for port in ports.all_fabric:
-        out.append(_entry(base + DECIDE, 30, (("resubmit", base + FLOOD),), in_port=port,
-                          vlan_vid=TAGGED, **{REG_LOCK_SRC: port}))
+        out.append(_entry(base + MISS, 10, (("resubmit", base + FALLBACK),),
+                          COOKIE_COUNT | COUNT_FABRIC_MISS, in_port=port,
+                          **{REG_LOCK_DST: port}))
+    out.append(_entry(base + MISS, 5, (("resubmit", base + FALLBACK),),
+                      COOKIE_COUNT | COUNT_FABRIC_MISS, **{REG_LOCK_DST: 0}))
+    out.append(_entry(base + MISS, 0, (("output_reg", REG_LOCK_DST, 0, 16),),
+                      COOKIE_COUNT | COUNT_ALONG_LOCK))
+    # DECIDE, tagged copies.  A lock belongs to one exploration (its generation): the
+    # first copy of a newer exploration takes the lock over wherever an older one still
+    # lives (kept, the older lock would drop the newer copies that race in on other
+    # ports as late, and the new exploration would follow what is left of the old tree
+    # instead of the fastest path now); every broadcast renews the locks along its tree,
+    # the edge's first, so the fabric's locks do not run out before the edge's.
+    for port in ports.all_fabric:
+        for gen in range(GENERATIONS):
+            # another broadcast of the same exploration: the same tree, locks renewed
+            out.append(_entry(base + DECIDE, 30, learn_locks(base, lock_timeout, gen) + (
+                ("resubmit", base + FLOOD),), in_port=port, vlan_vid=_vid(gen),
+                **{REG_LOCK_SRC: port, REG_GEN: gen}))
     for gen in range(GENERATIONS):
-        out.append(_entry(base + DECIDE, 20, learn_locks(base, lock_timeout, gen) + (
-            ("resubmit", base + FLOOD),), COOKIE_COUNT | COUNT_FIRST, vlan_vid=_vid(gen),
-            **{REG_LOCK_SRC: 0}))
-    # any other copy: its source is locked to another port (OpenFlow has no "not equal":
-    # the entries above take the copies that are not late)
-    out.append(_entry(base + DECIDE, 12, (), COOKIE_COUNT | COUNT_LATE, vlan_vid=TAGGED))
+        first = learn_locks(base, lock_timeout, gen) + (("resubmit", base + FLOOD),)
+        out.append(_entry(base + DECIDE, 22, first, COOKIE_COUNT | COUNT_FIRST,
+                          vlan_vid=_vid(gen), **{REG_LOCK_SRC: 0}))
+        # the same exploration's copy on another port: late
+        out.append(_entry(base + DECIDE, 21, (), COOKIE_COUNT | COUNT_LATE,
+                          vlan_vid=_vid(gen), **{REG_GEN: gen}))
+        # a lock of an earlier exploration: this is the newer one's first copy here
+        out.append(_entry(base + DECIDE, 20, first, COOKIE_COUNT | COUNT_FIRST,
+                          vlan_vid=_vid(gen)))
     # DECIDE, untagged frames from a host
     for _, port in ports.hosts:
         for gen in range(GENERATIONS):
-            # another broadcast of a source whose exploration is under way: the same tree
-            out.append(_entry(base + DECIDE, 15, (
+            # another broadcast of a source whose exploration is under way: the same
+            # tree, the edge's locks renewed first
+            out.append(_entry(base + DECIDE, 15, learn_locks(base, lock_timeout, gen) + (
                 ("push_vlan", ETH_TYPE_VLAN), ("set_field", "vlan_vid", _vid(gen)),
                 ("resubmit", base + FLOOD)), in_port=port, eth_dst=BROADCAST,
                 **{REG_LOCK_SRC: port, REG_GEN: gen}))
@@ -344,9 +369,9 @@ def attach(rules: SwitchRules, ports: SwitchPorts, base: int, idle_timeout: int,
             entry = FlowEntry(entry.priority, entry.match, entry.actions, base + FALLBACK,
                               entry.idle_timeout, entry.hard_timeout, entry.cookie)
         kept.add(entry)
-    kept.update(main_entries(ports, base))
+    kept.update(main_entries(ports, base, idle_timeout))
     # a tagged frame that is no copy of ours (from a host, or another VLAN): dropped
     kept.add(_entry(0, 890, (), vlan_vid=(OFPVID_PRESENT, OFPVID_PRESENT)))
-    kept.add(_entry(routes_table, 0, unicast_actions(base)))
+    kept.add(_entry(routes_table, 0, unicast_actions(base, idle_timeout)))
     kept.update(tables(ports, base, idle_timeout, lock_timeout))
     rules.flows = kept

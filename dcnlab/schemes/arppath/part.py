@@ -17,7 +17,7 @@ from dcnlab.controller.rules import SwitchRules
 from dcnlab.controller.view import NetworkView
 
 from . import dataplane as apl
-from .view import ArpPathView, delete_towards, stats_requests
+from .view import ArpPathView, delete_entry, delete_towards, stats_requests
 
 ENV_IDLE = "DCNLAB_ARPPATH_IDLE"
 ENV_LOCK = "DCNLAB_ARPPATH_LOCK"
@@ -52,7 +52,7 @@ class ArpPathPart:
         self.series: deque[tuple[float, int]] = deque(maxlen=SERIES_LEN)
         self.repairs = 0
         self._fresh: set[int] = set()  # switches whose entries arrived since the last walk
-        self._suspects: set[str] = set()  # broken chains the last walk saw
+        self._suspects: set[tuple[int, str]] = set()  # dangling entries the last walk saw
 
     def attach(self, rules: SwitchRules, ports: SwitchPorts, routes_table: int) -> None:
         apl.attach(rules, ports, self.base, self.idle_timeout, self.lock_timeout,
@@ -87,16 +87,22 @@ class ArpPathPart:
                             sum(self.view.entries_per_switch().values())))
 
     def walk(self, net: NetworkView, datapaths: dict[int, Any]) -> int:
-        """Once every connected switch's entries arrived since the last walk: repair the
-        addresses whose chain of entries breaks (:meth:`ArpPathView.broken_chains`) in
-        this walk and the one before (a chain read across two switches polled at different
-        moments can look broken once), as Path Fail does.  Returns the addresses repaired."""
+        """Once every connected switch's entries arrived since the last walk: delete the
+        entries whose chain dangles (:meth:`ArpPathView.dangling`) in this walk and the one
+        before (a chain read across two switches polled at different moments can look
+        broken once), on their switches only: frames they forwarded now explore from a
+        host's edge or follow a lock or the fallback routes inside the fabric, and the
+        address's next frames teach it again.  Chains that are whole stay.  Returns the
+        entries deleted."""
         if not datapaths or not set(datapaths) <= self._fresh:
             return 0
         self._fresh = set()
-        broken = self.view.broken_chains(net)
-        repair, self._suspects = sorted(broken & self._suspects), broken
-        self._delete_everywhere(repair, datapaths)
+        dangling = self.view.dangling(net)
+        repair, self._suspects = sorted(dangling & self._suspects), dangling
+        for dpid, mac in repair:
+            if dpid in datapaths:
+                datapaths[dpid].send_msg(delete_entry(datapaths[dpid], self.base, mac))
+            self.view.tables.get(dpid, {}).pop(mac, None)  # gone until a poll says otherwise
         self.repairs += len(repair)
         return len(repair)
 

@@ -24,7 +24,7 @@ COUNTERS = {
     "arppath_copy_late": apl.COUNT_LATE,
     "arppath_copy_dead_end": apl.COUNT_DEAD_END,
     "arppath_pending_default": apl.COUNT_PENDING,
-    "arppath_confirm_frames": apl.COUNT_CONFIRM,
+    "arppath_lock_frames": apl.COUNT_ALONG_LOCK,
     "arppath_fabric_miss": apl.COUNT_FABRIC_MISS,
 }
 
@@ -45,6 +45,14 @@ def stats_requests(dp: Any, base: int) -> list[Any]:
                                    apl.COOKIE_COUNT, apl.COOKIE_COUNT_MASK,
                                    parser.OFPMatch()),
     ]
+
+
+def delete_entry(dp: Any, base: int, mac: str) -> Any:
+    """A switch's learned forwarding entry towards ``mac``."""
+    return parser.OFPFlowMod(dp, cookie=apl.COOKIE_FWD, cookie_mask=COOKIE_ALL,
+                             table_id=base + apl.FWD, command=ofp.OFPFC_DELETE,
+                             out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
+                             match=parser.OFPMatch(eth_dst=mac))
 
 
 def delete_towards(dp: Any, base: int, mac: str) -> list[Any]:
@@ -131,27 +139,33 @@ class ArpPathView:
         return {mac for mac, port in self.tables.get(dpid, {}).items()
                 if view.peer(dpid, port) is not None and live_peer(view, dpid, port) is None}
 
-    def broken_chains(self, view: NetworkView) -> set[str]:
-        """Addresses some switch forwards (as last polled) into a live fabric link whose
-        far switch has no entry for them: a frame there finds no entry and takes the
-        fallback routes, for as long as the near switch's entry lives.  (On Open vSwitch a
-        lock lives longer at one switch than at its neighbour when a datapath flow keeps
-        refreshing its learn, so a frame can confirm at the one and pass the other.)
-        Repaired as Path Fail is: what every switch knows of them is deleted and their
-        next frames explore again."""
+    def dangling(self, view: NetworkView) -> set[tuple[int, str]]:
+        """The entries (switch, address), as last polled, whose chain towards the address
+        ends at a switch with no entry for it, behind a live link, short of the address's
+        own edge (or runs in a loop): a frame they forward finds no entry there and takes
+        the fallback routes, for as long as they live.  (The tables learn an address only
+        from its own frames, so a chain breaks only for the moments between two switches'
+        timers, or when a deletion reached one switch and not the next; :mod:`.dataplane`.)
+        Chains that end at switches not polled yet, at a dead link (Path Fail's) or at the
+        address's own edge (which delivers by the compiled host route too) are not."""
         hosts = {h.mac: h for h in view.hosts}
-        broken = set()
-        for dpid, table in self.tables.items():
-            for mac, port in table.items():
-                peer = live_peer(view, dpid, port)
-                if peer is None or peer[0] not in self.tables:
-                    continue  # a host port, a dead link (Path Fail's), or not polled yet
-                host = hosts.get(mac)
-                if host is not None and host.dpid == peer[0]:
-                    continue  # its own edge: delivered by the compiled host route too
-                if mac not in self.tables[peer[0]]:
-                    broken.add(mac)
-        return broken
+        return {(dpid, mac) for dpid, table in self.tables.items() for mac in table
+                if self._dangles(view, hosts.get(mac), dpid, mac)}
+
+    def _dangles(self, view: NetworkView, host: Any, dpid: int, mac: str) -> bool:
+        seen = set()
+        while dpid not in seen:
+            seen.add(dpid)
+            port = self.tables[dpid][mac]
+            peer = live_peer(view, dpid, port)
+            if peer is None or peer[0] not in self.tables:
+                return False  # a host port, a dead link, or not polled yet
+            if host is not None and host.dpid == peer[0]:
+                return False  # its own edge
+            if mac not in self.tables[peer[0]]:
+                return True
+            dpid = peer[0]
+        return True  # a loop
 
     def entries_per_switch(self) -> dict[int, int]:
         return {d: len(t) for d, t in self.tables.items() if t}
