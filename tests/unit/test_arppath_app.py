@@ -80,9 +80,10 @@ def test_paths_and_counters_come_from_flow_statistics(
     state = fab.app.state()["arppath"]  # type: ignore[typeddict-item]
     assert state["mode"] == "dataplane"
     assert from_state(state).path(fab.view, h1.mac, h5.mac) == [h1.dpid, 2, h5.dpid]
-    assert state["entries_total"] == 6 and state["entries_max"] == 6
+    # h1 at all eight switches (its broadcast's tree), h5 along its reply's path
+    assert state["entries_total"] == 11 and state["entries_max"] == 11
     assert fab.app.counters["arppath_explorations"] == 1
-    assert fab.app.counters["arppath_lock_frames"] == 3  # the reply
+    assert fab.app.counters["arppath_lock_frames"] == 0  # the reply took entries, not locks
     fab.poll_arppath()  # counters are totals as polled, not summed over polls
     assert fab.app.counters["arppath_explorations"] == 1
 
@@ -179,16 +180,18 @@ def test_an_entry_dangling_in_two_walks_is_deleted_and_whole_chains_stay(
     h1, h5 = fab.host("h1"), fab.host("h5")
     fab.arp(h1, h5, delays=_fast_via(2))
     fab.arp(h5, h1, reply=True)
-    fab.ip(h1, h5)
     spine = fab.net.switches[2]
     spine.flows = [f for f in spine.flows if f.cookie != apl.COOKIE_FWD]  # spine 2 forgot
     fab.poll_arppath()
     assert fab.app.counters["arppath_repaired"] == 0  # seen once: perhaps a stale read
     fab.poll_arppath()
-    assert fab.app.counters["arppath_repaired"] == 2  # h5 at h1's edge, h1 at h5's edge
+    # h5 at h1's edge, h1 at the three other edges (learned from h1's broadcast via spine 2)
+    assert fab.app.counters["arppath_repaired"] == 4
     kept = {(d, format_mac(dict(f.match)["eth_dst"])) for d, sw in fab.net.switches.items()
             for f in sw.flows if f.cookie == apl.COOKIE_FWD}
-    assert kept == {(h1.dpid, h1.mac), (h5.dpid, h5.mac)}  # each host at its own edge
+    # each host at its own edge, and h1 at the other spines (down to h1's edge): whole
+    assert kept == {(h1.dpid, h1.mac), (h5.dpid, h5.mac), (1, h1.mac), (3, h1.mac),
+                    (4, h1.mac)}
     explorations = fab.app.counters["arppath_explorations"]
     fab.net.expire(fab.app.part.lock_timeout + 1.0)  # h1's exploration over; entries live
     assert fab.ip(h1, h5).to(h5.ip)

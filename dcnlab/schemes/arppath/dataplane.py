@@ -9,9 +9,9 @@ does, but from the fastest copy of a broadcast rather than over a spanning tree:
   port while the lock lives (later copies of the same broadcast), so the copies form a
   tree rooted at S's edge: the fastest path from S to every switch;
 * a frame to S (D's ARP reply) follows S's lock at every switch and so *confirms* the
-  fastest path: every switch on the way learns D at the frame's in-port, and S's next
-  frame to D, forwarded by these entries, teaches S's address along the same path; from
-  then on frames between them are forwarded by learned entries (idle timeout).  The
+  fastest path: every switch on the way learns D at the frame's in-port (and S was
+  learned at every switch from the first copy that reached it); from then on frames
+  between them are forwarded by learned entries (idle timeout).  The
   table is per address, not per host pair: a switch has one port per MAC address, the
   one the address's last frame through it came in on;
 * a frame from a host whose destination has no entry at the host's edge (it aged out)
@@ -20,10 +20,11 @@ does, but from the fastest copy of a broadcast rather than over a spanning tree:
   a frame that meets no entry inside the fabric takes the compiled default routes
   (counted: ``COUNT_FABRIC_MISS``).
 
-Addresses are learned from the frames they send, at every switch a frame crosses, and
-never from a lock: then a switch forwards towards an address only to a neighbour that
-the same address's frame just crossed, and that neighbour's entry outlives its own (every
-frame the one forwards by it, the other forwards by its own entry next).  Learning at a
+Addresses are learned from the frames they send, at every switch a frame crosses (an
+exploration's copies included, where a switch takes them), and never at a lock: then a
+switch forwards towards an address only to a neighbour that the same address's frame
+just crossed, and that neighbour's entry outlives its own (every frame the one forwards
+by it, the other forwards by its own entry next).  Learning at a
 lock as well (the destination at the lock port, at the moment the confirming frame
 passes) breaks that: locks live by their own timers, a frame can find one at a switch
 and not at its neighbour, and a switch then learns an address behind a neighbour that
@@ -257,6 +258,10 @@ def tables(ports: SwitchPorts, base: int, idle_timeout: int, lock_timeout: int) 
                       COOKIE_COUNT | COUNT_FABRIC_MISS, **{REG_LOCK_DST: 0}))
     out.append(_entry(base + MISS, 0, (("output_reg", REG_LOCK_DST, 0, 16),),
                       COOKIE_COUNT | COUNT_ALONG_LOCK))
+    # an exploration's copy that a switch takes (not a late one) is a frame from its source
+    # like any other: the source's address is learned at its in-port, so every switch of
+    # the exploration's tree knows the way back to it
+    teach = learn_source(base, idle_timeout)
     # DECIDE, tagged copies.  A lock belongs to one exploration (its generation): the
     # first copy of a newer exploration takes the lock over wherever an older one still
     # lives (kept, the older lock would drop the newer copies that race in on other
@@ -267,10 +272,10 @@ def tables(ports: SwitchPorts, base: int, idle_timeout: int, lock_timeout: int) 
         for gen in range(GENERATIONS):
             # another broadcast of the same exploration: the same tree, locks renewed
             out.append(_entry(base + DECIDE, 30, learn_locks(base, lock_timeout, gen) + (
-                ("resubmit", base + FLOOD),), in_port=port, vlan_vid=_vid(gen),
+                teach, ("resubmit", base + FLOOD)), in_port=port, vlan_vid=_vid(gen),
                 **{REG_LOCK_SRC: port, REG_GEN: gen}))
     for gen in range(GENERATIONS):
-        first = learn_locks(base, lock_timeout, gen) + (("resubmit", base + FLOOD),)
+        first = learn_locks(base, lock_timeout, gen) + (teach, ("resubmit", base + FLOOD))
         out.append(_entry(base + DECIDE, 22, first, COOKIE_COUNT | COUNT_FIRST,
                           vlan_vid=_vid(gen), **{REG_LOCK_SRC: 0}))
         # the same exploration's copy on another port: late
@@ -285,12 +290,12 @@ def tables(ports: SwitchPorts, base: int, idle_timeout: int, lock_timeout: int) 
             # another broadcast of a source whose exploration is under way: the same
             # tree, the edge's locks renewed first
             out.append(_entry(base + DECIDE, 15, learn_locks(base, lock_timeout, gen) + (
-                ("push_vlan", ETH_TYPE_VLAN), ("set_field", "vlan_vid", _vid(gen)),
+                teach, ("push_vlan", ETH_TYPE_VLAN), ("set_field", "vlan_vid", _vid(gen)),
                 ("resubmit", base + FLOOD)), in_port=port, eth_dst=BROADCAST,
                 **{REG_LOCK_SRC: port, REG_GEN: gen}))
     for gen in range(GENERATIONS):
         out.append(_entry(base + DECIDE, 5, learn_locks(base, lock_timeout, gen) + (
-            learn_generation(base, (gen + 1) % GENERATIONS), ("push_vlan", ETH_TYPE_VLAN),
+            teach, learn_generation(base, (gen + 1) % GENERATIONS), ("push_vlan", ETH_TYPE_VLAN),
             ("set_field", "vlan_vid", _vid(gen)), ("resubmit", base + FLOOD)),
             COOKIE_COUNT | COUNT_EXPLORE, **{REG_LOCK_SRC: 0, REG_GEN: gen}))
     # any other untagged frame: its source's exploration is pending (locked)
