@@ -51,11 +51,23 @@ def _rounds(state: Any) -> int:
 def _path(net: Network, src: str, dst: str) -> list[int] | None:
     """The path the switches' learned entries give ``src`` -> ``dst``, from the app's
     state once every switch was polled twice after this call."""
+    return _path_and_entries(net, src, dst)[0]
+
+
+def _path_and_entries(net: Network, src: str, dst: str
+                      ) -> tuple[list[int] | None, dict[str, Any]]:
+    """:func:`_path`, and for a failing assertion to show: each switch's entries towards
+    both hosts (switch -> port), the polling rounds and the counters it was read from."""
     start = _rounds(net.state() or {})
     state = wait_state(net, lambda s: _rounds(s) >= start + 2, timeout=30.0)
     view = NetworkView.from_topology(net.spec)
     mac = {h.name: h.mac for h in view.hosts}
-    return from_state(state.get("arppath", {})).path(view, mac[src], mac[dst])
+    section = state.get("arppath", {})
+    entries = {name: {d: t[mac[name]] for d, t in (section.get("forwarding") or {}).items()
+                      if mac[name] in t} for name in (src, dst)}
+    seen = {"entries": entries, "rounds": (start, _rounds(state)),
+            "counters": state.get("counters", {})}
+    return from_state(section).path(view, mac[src], mac[dst]), seen
 
 
 def _ping(net: Network, src: str, dst: str, count: int = 1) -> str:
@@ -67,8 +79,8 @@ def test_a_transfer_goes_on_over_another_spine_when_its_link_goes_down(
     spec = net.spec
     src, dst = "h2", "h15"
     assert " 0% packet loss" in _ping(net, src, dst)
-    path = _path(net, src, dst)
-    assert path is not None and len(path) == 3, path
+    path, seen = _path_and_entries(net, src, dst)
+    assert path is not None and len(path) == 3, (path, seen)
     spine = next(s.name for s in spec.switches if s.dpid == path[1])
     server = net.host(dst).popen(["iperf3", "-s", "-1", "-p", "5320"])
     client = None
