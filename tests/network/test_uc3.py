@@ -37,6 +37,10 @@ pytestmark = [
 ]
 
 TOPO = "dumbbell:4,buffer=50"
+# UC3's total rate at least this fraction of plain TCP's in the same test: windows
+# clamped to each flow's BDP at its fair share leave no standing queue, so they give up a
+# little of what a full queue carries, never most of it
+UTILISATION_OF_PLAIN = 0.75
 CGROUP2 = Path("/sys/fs/cgroup/unified")
 
 
@@ -82,7 +86,13 @@ def test_uc3_makes_different_rtts_fair() -> None:
             print(f"plain: {plain}\nuc3: {uc3}")
             assert uc3["jain"] > MIN_JAIN, uc3
             assert plain["jain"] < uc3["jain"], (plain, uc3)
-            assert uc3["total_mbit"] > 80, uc3  # fair, and the bottleneck stays busy
+            # Fair, and the bottleneck stays busy: measured against what plain TCP, whose
+            # queue stays full, carried through the same switch in this test.  A fixed
+            # rate would measure the machine: with two busy loops beside it plain TCP
+            # carried 78-85 Mbit/s and UC3 77-80 (ratios 0.95-1.01), alone 89-95 and
+            # 86-95 (0.92-1.07), in the full suite once 88 and 75 (0.85).
+            ratio = uc3["total_mbit"] / plain["total_mbit"]
+            assert ratio > UTILISATION_OF_PLAIN, (plain, uc3)
             # The app's view: both flows cross the same core link, which it counts as
             # two competing flows; windows follow the RTTs (longer RTT, larger window).
             assert seen, "the app never allocated for both flows"
