@@ -18,6 +18,7 @@ from . import (
     paired,
     pathdiag,
     plots,
+    queueseries,
     sizes,
     switch_stats,
 )
@@ -149,6 +150,9 @@ def _report_one(out: Path) -> ReportResult:
     if fair_rows:
         files += plots.fairness_plots(_read_csv(out / fairness.SERIES_CSV), fair_summary,
                                       out / PLOTS_DIR, sweep, schemes)
+    queue_rows = _read_csv(out / queueseries.QUEUE_CSV)
+    if queue_rows:
+        files += queueseries.plot(queue_rows, out / PLOTS_DIR, sweep, schemes)
     return ReportResult(table, files)
 
 

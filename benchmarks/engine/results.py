@@ -12,6 +12,8 @@
                         an interrupted experiment keeps what it measured
       paths.csv         per run: parallel up ports' byte split and queue difference, the
                         hosts' TcpExt reordering/undo counters (pathdiag.py)
+      queue_series.csv  per run: the bottleneck port's queue every switch stats line
+                        (switch_ext only; queueseries.py)
       samples.csv       RTT/cwnd samples, if agent.sample_interval > 0
       controller.csv    per run: the app's counter deltas and per-flow table size
                         (controller_stats.py)

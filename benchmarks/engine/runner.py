@@ -56,6 +56,7 @@ from . import (
     flowtap,
     netstats,
     pathdiag,
+    queueseries,
     switch_stats,
 )
 from .marking import assign_marks
@@ -138,6 +139,7 @@ class _State:
     fairness_csv: CsvAppender | None = None  # fairness.COLUMNS, one row per run
     series_csv: CsvAppender | None = None  # fairness.SERIES_COLUMNS, one row per period
     paths_csv: CsvAppender | None = None  # pathdiag.COLUMNS, one row per run
+    queue_csv: CsvAppender | None = None  # queueseries.COLUMNS, one row per stats line
     flowdiag_csv: CsvAppender | None = None  # flowdiag.COLUMNS, one row per run
     flowpaths_csv: CsvAppender | None = None  # flowdiag.PATH_COLUMNS, per measured elephant
     rows: int = 0
@@ -259,6 +261,7 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
     state.network_csv = CsvAppender(out / netstats.NETWORK_CSV, netstats.COLUMNS)
     state.switch_csv = CsvAppender(out / switch_stats.SWITCH_CSV, switch_stats.COLUMNS)
     state.paths_csv = CsvAppender(out / pathdiag.PATHS_CSV, pathdiag.COLUMNS)
+    state.queue_csv = CsvAppender(out / queueseries.QUEUE_CSV, queueseries.COLUMNS)
     if spec.diagnosis.flow_paths:
         state.flowdiag_csv = CsvAppender(out / flowdiag.FLOWDIAG_CSV, flowdiag.COLUMNS)
         state.flowpaths_csv = CsvAppender(out / flowdiag.FLOWPATHS_CSV,
@@ -283,8 +286,8 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
             state.flows_csv.write(_not_run_rows(state, workloads, reason))
         state.flows_csv.close()
         state.controller_csv.close()
-        for csv_out in (state.network_csv, state.switch_csv, state.flowdiag_csv,
-                        state.flowpaths_csv):
+        for csv_out in (state.network_csv, state.switch_csv, state.paths_csv,
+                        state.queue_csv, state.flowdiag_csv, state.flowpaths_csv):
             if csv_out is not None:
                 csv_out.close()
         for appender in (state.fairness_csv, state.series_csv):
@@ -598,8 +601,11 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     drops_after = _drops(net)
     ports_after = _quietly(lambda: netstats.port_snapshot(net, after=wall_ended), {})
     rtos_after = _quietly(lambda: netstats.host_timeouts(net), None)
+    # every switch's stats lines of the run, read once: paths.csv and queue_series.csv
+    stats_lines = _quietly(lambda: pathdiag.stats_lines(net, paths_before[0]), {})
     if state.paths_csv is not None:
-        state.paths_csv.write([_paths_row(net, scheme.name, value, seed, paths_before)])
+        state.paths_csv.write([_paths_row(net, scheme.name, value, seed, stats_lines,
+                                          paths_before[1])])
     app = controller_stats.run_stats(app_before, controller_stats.snapshot(net),
                                      wall_began, wall_ended, scheme.app)
     state.controller_csv.write([{"scheme": scheme.name, "load": value, "seed": seed, **app}])
@@ -610,11 +616,16 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     if state.network_csv is not None:
         dropped = _delta(drops_before, drops_after) or {}
         edges = dict.fromkeys(i.switch for h in net.spec.hosts for i in h.interfaces)
-        state.network_csv.write([netstats.run_row(
+        net_row = netstats.run_row(
             scheme.name, value, seed, netstats.hists(ports_before),
             netstats.hists(ports_after), dropped.get("drops", dropped.get("tx_dropped")),
             None if rtos_before is None or rtos_after is None else rtos_after - rtos_before,
-            rows, netstats.edge_drops(ports_before, ports_after, edges))])
+            rows, netstats.edge_drops(ports_before, ports_after, edges))
+        state.network_csv.write([net_row])
+        if state.queue_csv is not None:
+            state.queue_csv.write(queueseries.run_rows(
+                scheme.name, value, seed, stats_lines, net_row.get("bottleneck"),
+                result.wall_start))
     switch_row = _quietly(lambda: switch_stats.run_row(ports_before, ports_after), {})
     if state.switch_csv is not None:
         state.switch_csv.write([{"scheme": scheme.name, "load": value, "seed": seed,
@@ -908,11 +919,11 @@ def _paths_before(net: Any) -> tuple[dict[str, int], dict[str, int] | None]:
 
 
 def _paths_row(net: Any, scheme: str, value: float, seed: int,
-               before: tuple[dict[str, int], dict[str, int] | None]) -> dict[str, Any]:
-    """paths.csv's row of a run (pathdiag.py); informative, never fatal."""
-    offsets, counters = before
-    figures = _quietly(lambda: pathdiag.path_figures(
-        pathdiag.topology_ups(net), pathdiag.stats_lines(net, offsets)), {})
+               lines: Mapping[str, list[dict[str, Any]]],
+               counters: dict[str, int] | None) -> dict[str, Any]:
+    """paths.csv's row of a run (pathdiag.py) from the run's stats ``lines`` and the
+    hosts' TCP ``counters`` before it; informative, never fatal."""
+    figures = _quietly(lambda: pathdiag.path_figures(pathdiag.topology_ups(net), lines), {})
     return pathdiag.run_row(scheme, value, seed, figures, counters,
                             _quietly(lambda: pathdiag.host_counters(net), None))
 

@@ -7,7 +7,8 @@ ECN marking and once with the abq scheme (K = 10 packets, so the receiver's port
 K in every round).  What must hold: switch.csv has a row per run; the abq run's columns
 are present, ACKs were held and released, and they add up (held = released + forced out
 by cap or hold time + superseded + still held); the other scheme's cells are empty;
-the report has the section and re-renders from disk.
+the report has the section and re-renders from disk.  queue_series.csv has both runs'
+bottleneck queue over time, and its plot is drawn.
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ def test_abq_counters_are_result_columns(tmp_path: Path) -> None:
         "link": {"rate": "100M", "delay": "400us", "buffer": 80},
         "schemes": [
             {"name": "ecn", "app": "dcnlab.apps.single_path", "congestion": "dctcp",
-             "topology_options": ["ecn=40"]},
+             "topology_options": ["ecn=40"], "switch_options": {"stats_interval_ms": 20}},
             {"name": "abq", "app": "abq",
-             "topology_options": ["ingress@host=abq/k=10p/mode=ece/qmax=80p/hold=20ms"]}],
+             "topology_options": ["ingress@host=abq/k=10p/mode=ece/qmax=80p/hold=20ms"],
+             "switch_options": {"stats_interval_ms": 20}}],
         "baseline": "ecn",
         "workload": {"type": "incast", "size": "64KB", "rounds": 3, "interval": 0.5},
         "loads": [6], "seeds": [1], "drain": 20, "settle": 0.5, "rto_min": "100ms",
@@ -61,4 +63,19 @@ def test_abq_counters_are_result_columns(tmp_path: Path) -> None:
                                + abq["abq_forced_timeout"] + abq["abq_superseded"]
                                + abq["abq_still_held"]), abq
     assert "ABQ ACKs held" in result.table
+    # the bottleneck's queue over time (queue_series.csv): each run's course on the port
+    # network.csv names, a row per 20 ms stats line, within the 80-frame buffer, the
+    # interval's mean never above its peak
+    bottleneck = {r["scheme"]: r["bottleneck"] for r in csv_rows(out / "network.csv")}
+    series = csv_rows(out / "queue_series.csv")
+    for scheme in ("ecn", "abq"):
+        mine = [r for r in series if r["scheme"] == scheme]
+        assert len(mine) >= 20 and {r["port"] for r in mine} == {bottleneck[scheme]}, mine
+        times = [float(r["t"]) for r in mine]
+        assert times == sorted(times) and times[-1] - times[0] >= 1.0, times
+        peaks = [int(r["qlen_max"]) for r in mine]
+        assert 0 < max(peaks) <= 80, peaks
+        assert all(float(r["qout_mean"]) <= int(r["qlen_max"]) + 1
+                   for r in mine if r["qout_mean"]), mine
+    assert list((out / "plots").glob("queue_time_*.png")), "no queue-over-time plot"
     assert_report_rerenders(out, result.table)
