@@ -106,14 +106,11 @@ class ArpPath(FabricApp):
         if not self.part.owns(dpid, msg.xid):
             return
         self.polling.decoded(len(msg.body))
-        done = self.part.reply(dpid, msg.xid, msg.body,
-                               bool(msg.flags & ofp.OFPMPF_REPLY_MORE))
-        if done == "flows":
-            self.part.path_fail(self.view, dpid, self.datapaths)
-            self.part.walk(self.view, self.datapaths)
-            if self.polling.answered(dpid):
-                self.part.sample()
-                self.polling.walked(0.0)
+        done = self.part.handle_reply(self.view, self.datapaths, dpid, msg.xid, msg.body,
+                                      bool(msg.flags & ofp.OFPMPF_REPLY_MORE))
+        if done == "flows" and self.polling.answered(dpid):
+            self.part.sample()  # once per complete round
+            self.polling.walked(0.0)
         for name, value in self.part.counters().items():
             self.counters[name] = value  # totals as polled, not increments
         self.polling.spent(time.perf_counter() - started)

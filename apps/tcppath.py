@@ -686,11 +686,9 @@ class TcpPath(FabricApp):
         """A reply to ARP-Path's requests (the default forwarding's entries): Path Fail
         for addresses over a dead link (level-triggered, as TCP-Path's), its counters."""
         assert self.arppath is not None
-        done = self.arppath.reply(dpid, xid, body, more)
+        done = self.arppath.handle_reply(self.view, self.datapaths, dpid, xid, body, more)
         if done == "flows":
-            self.arppath.path_fail(self.view, dpid, self.datapaths)
-            self.arppath.walk(self.view, self.datapaths)
-            self.arppath.sample()
+            self.arppath.sample()  # every entries reply: TCP-Path's rounds pace these
         if done is not None:
             for name, value in self.arppath.counters().items():
                 self.counters[name] = value  # totals as polled

@@ -80,6 +80,18 @@ class ArpPathPart:
                                    sum(self.view.entries_per_switch().values()))
         return done
 
+    def handle_reply(self, net: NetworkView, datapaths: dict[int, Any], dpid: int, xid: int,
+                     body: list[Any], more: bool) -> str | None:
+        """A reply to one of :meth:`requests`, acted on: once ``dpid``'s entries are
+        complete, Path Fail for addresses over a dead link (level-triggered) and a walk for
+        dangling chains.  Returns what :meth:`reply` does; when to :meth:`sample` is the
+        app's choice (once per complete polling round, or every entries reply)."""
+        done = self.reply(dpid, xid, body, more)
+        if done == "flows":
+            self.path_fail(net, dpid, datapaths)
+            self.walk(net, datapaths)
+        return done
+
     def sample(self) -> None:
         """A polling round is complete: record the table size (controller.csv's
         entries_mean / entries_max of a run come from these samples)."""
