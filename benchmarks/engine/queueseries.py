@@ -23,6 +23,7 @@ Switches that keep no stats file (OVS) give no rows; the plot says nothing for t
 
 from __future__ import annotations
 
+import csv
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -147,3 +148,53 @@ def plot(rows: Sequence[Mapping[str, Any]], out_dir: Path, sweep: str,
         plt.close(fig)
         files.append(path)
     return files
+
+
+def read_courses(out: Path, scheme: str, seed: int | None = None
+                 ) -> dict[str, list[dict[str, str]]]:
+    """``{label: rows}``: ``scheme``'s queue over time in every run of the results
+    directory ``out`` (an experiment's, or a directory of its scenarios), one course per
+    scenario and sweep value, for ``seed`` (default: the smallest that scenario ran)."""
+    dirs = [out] if (out / QUEUE_CSV).is_file() else sorted(
+        p.parent for p in out.glob(f"*/{QUEUE_CSV}"))
+    courses: dict[str, list[dict[str, str]]] = {}
+    for d in dirs:
+        with open(d / QUEUE_CSV, newline="") as fh:
+            rows = [r for r in csv.DictReader(fh) if r["scheme"] == scheme]
+        if not rows:
+            continue
+        want = seed if seed is not None else min(int(_num(r["seed"])) for r in rows)
+        by_load: dict[float, list[dict[str, str]]] = defaultdict(list)
+        for r in rows:
+            if int(_num(r["seed"])) == want:
+                by_load[_num(r["load"])].append(r)
+        for load, mine in sorted(by_load.items()):
+            name = d.name if d != out else ""
+            courses[" ".join(filter(None, [name, f"{fmt(load)}", f"seed {want}"]))] = mine
+    return courses
+
+
+def course_plot(courses: Mapping[str, Sequence[Mapping[str, Any]]], path: Path,
+                title: str) -> Path:
+    """Several runs' queues over time on one axis (a line per course, its time-weighted
+    mean per stats interval): how the course changes with the scenario or sweep value,
+    as in paper 004's Fig. 8 (the queue for 4 to 64 flows)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.0, 3.8))
+    for label, rows in courses.items():
+        pts = sorted((_num(r["t"]), _num(r["qout_mean"])) for r in rows)
+        ax.step([p[0] for p in pts], [p[1] for p in pts], where="pre", lw=0.9, label=label)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("Q_out, mean per stats interval (pkts)")
+    ax.set_title(title, fontsize="medium")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

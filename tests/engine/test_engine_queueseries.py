@@ -52,3 +52,35 @@ def test_plot_draws_a_file_per_sweep_value_for_the_first_seed(tmp_path: Path) ->
     files = queueseries.plot(rows, tmp_path, "load", ["a", "b", "c"])
     assert [f.name for f in files] == ["queue_time_load4.png", "queue_time_load8.png"]
     assert all(f.stat().st_size > 0 for f in files)
+
+
+def _write_series(path: Path, rows: list[dict]) -> None:
+    import csv
+
+    path.mkdir(parents=True)
+    with open(path / queueseries.QUEUE_CSV, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=queueseries.COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_course_figure_puts_each_scenario_of_one_scheme_on_one_axis(tmp_path: Path) -> None:
+    from dcnlab.benchmarks import queue_course
+
+    for clients in (4, 64):
+        _write_series(tmp_path / "res" / f"clients{clients}", [
+            {"scheme": s, "load": clients, "seed": seed, "port": "s1:3", "t": t / 10,
+             "qlen": 1, "qlen_max": 2, "qout_mean": clients / 4 + t, "qin": "", "drops": 0}
+            for s in ("conventional", "realloc-down") for seed in (1, 2) for t in range(5)])
+    courses = queueseries.read_courses(tmp_path / "res", "realloc-down")
+    assert list(courses) == ["clients4 4 seed 1", "clients64 64 seed 1"]
+    assert all(len(rows) == 5 for rows in courses.values())
+    assert list(queueseries.read_courses(tmp_path / "res", "realloc-down", seed=2)) == [
+        "clients4 4 seed 2", "clients64 64 seed 2"]
+    out = tmp_path / "fig8.png"
+    assert queue_course.main([str(tmp_path / "res"), "--scheme", "realloc-down", "--out",
+                              str(out), "--scenarios", "clients64,clients4"]) == 0
+    assert out.stat().st_size > 0
+    assert queue_course.main([str(tmp_path / "res"), "--scheme", "nosuch", "--out",
+                              str(tmp_path / "x.png")]) == 1
+    assert not (tmp_path / "x.png").exists()
