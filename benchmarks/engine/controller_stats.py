@@ -16,7 +16,7 @@ error, because the flows were measured regardless.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from dcnlab.model.runtime import ControllerState
@@ -37,8 +37,14 @@ def _declared_counters() -> dict[str, str]:
 
 
 COUNTERS = _declared_counters()
+# the exploration broadcast at the leaf switches (the switches hosts attach to), as the
+# paper of seed 001 counts it (its Table 2, Fig. 17): the bytes of the exploration copies
+# the leaves received, the bytes they received in all (rx, every port, copies included:
+# as in the paper's measurement, ACKs and retransmissions are data), and the copies'
+# share of the rest in percent
+OVERHEAD = ["leaf_copy_bytes", "leaf_rx_bytes", "bcast_data_pct"]
 COLUMNS = ["scheme", "load", "seed", "entries_mean", "entries_max", "entries_samples",
-           *dict.fromkeys(COUNTERS.values())]
+           *dict.fromkeys(COUNTERS.values()), *OVERHEAD]
 
 
 def snapshot(net: Any) -> ControllerState | None:
@@ -51,9 +57,11 @@ def snapshot(net: Any) -> ControllerState | None:
 
 
 def run_stats(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
-              t0: float, t1: float, app: str = "") -> dict[str, Any]:
+              t0: float, t1: float, app: str = "", leaves: Collection[str] = (),
+              leaf_rx: int | None = None) -> dict[str, Any]:
     """The controller's columns for one run of ``app`` that replayed from wall time t0
-    to t1."""
+    to t1; ``leaves``: the dpids (decimal strings) of the switches hosts attach to,
+    ``leaf_rx``: the bytes they received during the run (None: unknown)."""
     out: dict[str, Any] = {}
     if after is None:
         return out
@@ -73,6 +81,23 @@ def run_stats(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
             out["entries_samples"] = len(values)
     else:
         out.update(entries_mean=0.0, entries_max=0, entries_samples=0)
+    copies = scheme.controller.copies_section if scheme is not None else None
+    if copies and isinstance(after.get(copies), Mapping):
+        out.update(leaf_overhead((before or {}).get(copies), after[copies], leaves, leaf_rx))
+    return out
+
+
+def leaf_overhead(before: Mapping[str, Any] | None, after: Mapping[str, Any],
+                  leaves: Collection[str], leaf_rx: int | None) -> dict[str, Any]:
+    """OVERHEAD's columns from a copies section before and after a run."""
+    def at_leaves(section: Mapping[str, Any] | None) -> int:
+        counts = (section or {}).get("copies_in") or {}
+        return sum(int(n) for dpid, n in counts.items() if str(dpid) in leaves)
+
+    copy_bytes = (at_leaves(after) - at_leaves(before)) * int(after.get("copy_bytes") or 0)
+    out: dict[str, Any] = {"leaf_copy_bytes": copy_bytes, "leaf_rx_bytes": leaf_rx}
+    if leaf_rx is not None and leaf_rx > copy_bytes:
+        out["bcast_data_pct"] = 100.0 * copy_bytes / (leaf_rx - copy_bytes)
     return out
 
 
@@ -98,6 +123,7 @@ def _table_rows() -> list[tuple[str, str]]:
             "entries_max": "per-flow entries, max"}
     for scheme in registry.registry().schemes.values():
         rows.update(scheme.controller.labels)
+    rows["bcast_data_pct"] = "exploration / data bytes at leaves (%)"
     rows["packet_in"] = "packet-ins (all)"
     return list(rows.items())
 
@@ -127,7 +153,7 @@ def render(rows: Sequence[Mapping[str, Any]], schemes: Sequence[str], sweep: str
             values = [means[(s, column)] for s in schemes]
             if not any(math.isfinite(v) for v in values):
                 continue
-            cells = [_fmt(v) for v in values]
+            cells = [_fmt(v, 3 if column == "bcast_data_pct" else 0) for v in values]
             if column == "entries_mean" and math.isfinite(top) and top > 0:
                 cells = [c + (f" ({v / top:.1%})" if math.isfinite(v) and v != top else "")
                          for c, v in zip(cells, values, strict=True)]
@@ -150,9 +176,13 @@ def _mean(values: Sequence[Any]) -> float:
     return sum(nums) / len(nums) if nums else math.nan
 
 
-def _fmt(value: float) -> str:
+def _fmt(value: float, significant: int = 0) -> str:
+    """A table cell; ``significant`` digits for small ratios (0.0213), else whole numbers
+    or one decimal."""
     if not math.isfinite(value):
         return "-"
+    if significant and value:
+        return f"{value:.{significant}g}"
     if value == int(value) or abs(value) >= 100:
         return f"{value:.0f}"
     return f"{value:.1f}"

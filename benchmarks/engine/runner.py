@@ -573,6 +573,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     rtos_before = _quietly(lambda: netstats.host_timeouts(net), None)
     paths_before = _paths_before(net)
     app_before = controller_stats.snapshot(net)
+    leaves = _leaf_switches(net)
+    leaf_rx_before = _quietly(lambda: _rx_bytes(net, leaves), None)
     hosts_before = agents.counters(net) if agents else None
     tap = _start_tap(state, net, run_dir, label, scheme.name)
     taps: tuple[dict[str, Any], dict[str, Any]] | None = None
@@ -606,8 +608,12 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     if state.paths_csv is not None:
         state.paths_csv.write([_paths_row(net, scheme.name, value, seed, stats_lines,
                                           paths_before[1])])
-    app = controller_stats.run_stats(app_before, controller_stats.snapshot(net),
-                                     wall_began, wall_ended, scheme.app)
+    leaf_rx_after = _quietly(lambda: _rx_bytes(net, leaves), None)
+    app = controller_stats.run_stats(
+        app_before, controller_stats.snapshot(net), wall_began, wall_ended, scheme.app,
+        {str(net.spec.switch(name).dpid) for name in leaves},
+        None if leaf_rx_before is None or leaf_rx_after is None
+        else leaf_rx_after - leaf_rx_before)
     state.controller_csv.write([{"scheme": scheme.name, "load": value, "seed": seed, **app}])
     hosts_run = (_counter_delta(hosts_before, agents.counters(net))
                  if agents and hosts_before is not None else {})
@@ -615,7 +621,7 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     rows = flow_rows(spec, scheme.name, seed, value, flows, result, transport)
     if state.network_csv is not None:
         dropped = _delta(drops_before, drops_after) or {}
-        edges = dict.fromkeys(i.switch for h in net.spec.hosts for i in h.interfaces)
+        edges = dict.fromkeys(leaves)
         net_row = netstats.run_row(
             scheme.name, value, seed, netstats.hists(ports_before),
             netstats.hists(ports_after), dropped.get("drops", dropped.get("tx_dropped")),
@@ -986,6 +992,25 @@ def _drops(net: Any) -> dict[str, int] | None:
     except Exception:  # noqa: BLE001 - counters are informative, never fatal
         return None
     return totals
+
+
+def _leaf_switches(net: Any) -> list[str]:
+    """The switches hosts attach to (leaves, ToRs, edges)."""
+    return list(dict.fromkeys(i.switch for h in net.spec.hosts for i in h.interfaces))
+
+
+def _rx_bytes(net: Any, switches: list[str]) -> int | None:
+    """Bytes received on every port of ``switches`` so far (None if a counter is unknown)."""
+    total = 0
+    for sw in switches:
+        for name, counters in net.port_stats(sw).items():
+            if name == "LOCAL":
+                continue
+            value = counters.get("rx_bytes")
+            if value is None:
+                return None
+            total += value
+    return total
 
 
 def _quietly(fn: Any, default: Any) -> Any:

@@ -139,13 +139,17 @@ class Transport:
 @dataclass(frozen=True)
 class ControllerColumns:
     """Counters an app keeps (state file ``counters``) that become controller.csv columns,
-    and per-flow table sizes read from a section of the state file."""
+    per-flow table sizes and exploration copies read from sections of the state file."""
 
     counters: Mapping[str, str] = field(default_factory=dict)  # app counter -> column
     labels: Mapping[str, str] = field(default_factory=dict)  # column -> summary row label
     # state-file section holding {"series": [[wall time, entries], ...]}; None: the
     # scheme installs no per-flow entries (it reports 0)
     entries_section: str | None = None
+    # state-file section holding the exploration copies each switch received
+    # ({"copies_in": {dpid: cumulative count}, "copy_bytes": size of one}): controller.csv's
+    # broadcast overhead at the leaf switches; None: the scheme broadcasts no explorations
+    copies_section: str | None = None
 
 
 @dataclass(frozen=True)

@@ -56,3 +56,24 @@ def test_render_gives_share_of_the_largest_table() -> None:
     assert "explorations" in text
     assert cs.render([], ["ecmp"], "load") == ""
     assert math.isnan(cs._mean(["", None, "x"]))
+
+
+def test_broadcast_overhead_counts_the_copies_the_leaves_received_during_the_run() -> None:
+    def state(copies: dict[str, int]) -> dict:
+        return {"counters": {}, "tcppath": {"series": [], "copies_in": copies,
+                                            "copy_bytes": 78}}
+
+    before = state({"1": 10, "2": 10, "5": 100})
+    after = state({"1": 13, "2": 15, "5": 400, "6": 50})  # 5 and 6 are spines
+    stats = cs.run_stats(before, after, 0, 1, "dcnlab.apps.tfe", leaves={"1", "2"},
+                         leaf_rx=78 * 8 + 100_000)
+    assert stats["leaf_copy_bytes"] == 8 * 78 and stats["leaf_rx_bytes"] == 78 * 8 + 100_000
+    assert math.isclose(stats["bcast_data_pct"], 100 * 8 * 78 / 100_000)
+    unknown = cs.run_stats(before, after, 0, 1, "dcnlab.apps.tcppath", leaves={"1"})
+    assert unknown["leaf_copy_bytes"] == 3 * 78 and "bcast_data_pct" not in unknown
+    # ECMP explores nothing: no overhead columns at all
+    assert "leaf_copy_bytes" not in cs.run_stats(before, after, 0, 1, "dcnlab.apps.ecmp",
+                                                 leaves={"1"}, leaf_rx=1000)
+    table = cs.render([{"scheme": "tfe", "load": "0.4", "seed": "1",
+                        "bcast_data_pct": str(stats["bcast_data_pct"])}], ["tfe"], "load")
+    assert "exploration / data bytes at leaves (%)" in table and "0.624" in table

@@ -71,7 +71,9 @@ def test_results_columns_come_from_the_declarations_unchanged() -> None:
         "packet_in", "explorations", "copy_packet_in", "copy_packet_out", "copies_sent",
         "late_dropped", "dead_end_dropped", "duplicate_dropped", "unknown_dropped", "not_elephant"]
     added = ["arppath_explorations", "arppath_late_dropped", "arppath_dead_end_dropped",
-             "arppath_fabric_miss", "arppath_path_fail", "arppath_repaired"]
+             "arppath_fabric_miss", "arppath_path_fail", "arppath_repaired",
+             # the exploration broadcast at the leaves (a scheme's copies_section)
+             "leaf_copy_bytes", "leaf_rx_bytes", "bcast_data_pct"]
     assert [c for c in controller_stats.COLUMNS if c in historical] == historical
     assert sorted(controller_stats.COLUMNS) == sorted(historical + added)
     assert fairness.COLUMNS[-5:] == list(uc3_engine.COLUMNS)

@@ -31,6 +31,7 @@ CONTROLLER = ControllerColumns(
     labels={**{column: label for column, label in _COUNTERS.values() if label},
             **ARPPATH_CONTROLLER.labels},
     entries_section="tcppath",
+    copies_section="tcppath",
 )
 # ARP-Path's tables follow TCP-Path's eight: switch_ext must have room for them
 SWITCH_OPTIONS = {"ext": {"tables": 16}}
