@@ -347,3 +347,30 @@ def test_an_inconclusive_per_flow_claim_needs_flows_not_seeds(paper: papers.Pape
     assert document.needed_text(result) == f"{needed} flows"
     assert document.needed_text(Result(claim, 2.0, measured, "inconclusive", "unknown")) == \
         "unknown"
+
+
+def test_a_baseline_from_another_scenario_is_read_from_its_results(
+        results: Path, tmp_path: Path) -> None:
+    data = {
+        "paper": "p901", "title": "T",
+        "setting": {"platform": "ns-3", "rates": "1 Gbit/s", "run_length": "1 s"},
+        "experiments": [{"file": "tiny_sizes.yaml", "scenarios": ["short", "again"]}],
+        "claims": [{"id": "across", "says": "twice as fast as the other workload",
+                    "source": "Fig. 9", "experiment": "tiny_sizes.yaml",
+                    "scenario": "short", "baseline_scenario": "again", "table": "sizes",
+                    "metric": "fct_mean_ms", "scheme": "fast", "baseline": "base",
+                    "paper_value": 0.5, "direction": "lower"}]}
+    paper = papers.parse(data, tmp_path / "p901.yaml", EXPERIMENTS)
+    summary = extract.extract(paper, results)
+    sides = sorted((e["scenario"], e["scheme"]) for e in summary["series"])
+    assert sides == [("again", "base")] * 2 + [("short", "fast")] * 2  # two sizes each
+    (first, second) = evaluate(paper, summary)
+    # every fast FCT in short is half the base one in again: exactly 0.5 per seed
+    assert math.isclose(first.measured.estimate, 0.5) and first.verdict == "reproduced"
+    assert second.verdict == "reproduced"
+    text = document.render(paper, summary)
+    assert "fast (short) / base (again) (ratio, per seed)" in text
+    shutil.rmtree(results / "tiny_sizes" / "again")
+    with pytest.raises(MissingResultsError, match=r"claim across .*no results of "
+                       r"tiny_sizes\.yaml scenario again \(the baseline's\)"):
+        extract.extract(paper, results)

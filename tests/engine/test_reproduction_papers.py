@@ -107,7 +107,7 @@ def test_the_registry_lists_paper_files_only(tmp_path: Path) -> None:
      r"experiments\[0\]\.seeds: needs at least one seed, each once"),
     ({**BASE, "experiments": [{"file": "tiny_sizes.yaml", "scenarios": ["shrt"]}]},
      r"experiments\[0\]\.scenarios\[0\]: tiny_sizes\.yaml has no scenario 'shrt' \(it "
-     r"has: short, long\)"),
+     r"has: short, long, again\)"),
     ({**BASE, "unmeasured": [{"id": "fast-queue", "says": "s", "source": "t", "why": "w"}]},
      r"unmeasured\[0\]\.id: 'fast-queue' is used twice \(claims and unmeasured claims "
      r"share their ids\)"),
@@ -191,6 +191,41 @@ def test_bad_claim_fields(tmp_path: Path, changes: dict[str, Any], field: str,
     prefix = f"{tmp_path / 'p901.yaml'}: claims[1] ({claim_id}).{field}: "
     assert message.startswith(prefix), message
     assert re.search(expected, message), message
+
+
+def _across(**changes: Any) -> dict[str, Any]:
+    """A paper comparing tiny_sizes' short scenario with its `again` scenario."""
+    data = copy.deepcopy(BASE)
+    data["experiments"][1]["scenarios"] = ["short", "long", "again"]
+    claim = {**CLAIM, "id": "across", "experiment": "tiny_sizes.yaml", "scenario": "short",
+             "table": "sizes", "metric": "fct_mean_ms", "baseline": "base",
+             "baseline_scenario": "again", **changes}
+    data["claims"] = [CLAIM, {k: v for k, v in claim.items() if v is not DROP}]
+    return data
+
+
+def test_a_baseline_from_another_scenario(tmp_path: Path) -> None:
+    claim = _load(tmp_path, _across()).claims[1]
+    assert (claim.baseline_where, claim.values) == ("again", [65536.0, 262144.0])
+    # the scheme against itself in the other workload
+    same = _load(tmp_path, _across(scheme="fast", baseline="fast")).claims[1]
+    assert (same.scheme, same.baseline, same.baseline_where) == ("fast", "fast", "again")
+    assert _load(tmp_path, _across(baseline=DROP)).claims[1].baseline == "base"
+    prefix = f"{tmp_path / 'p901.yaml'}: claims[1] (across)."
+    for changes, field, expected in [
+        ({"baseline_scenario": "short"}, "baseline_scenario",
+         "'short' is the claim's own scenario: leave baseline_scenario out"),
+        ({"baseline_scenario": "medium"}, "baseline_scenario",
+         "'medium' is not a scenario the paper runs of tiny_sizes.yaml (short, long, again)"),
+        ({"baseline_scenario": "long"}, "baseline_scenario",
+         "long does not run size = 65536, 262144: the baseline is compared at the claim's"),
+        ({"table": "paired", "metric": "fct", "per": "flow", "class": "mouse"}, "per",
+         "a baseline from another scenario is compared per seed"),
+        ({"baseline": "nobody"}, "baseline",
+         "'nobody' is not a scheme of tiny_sizes.yaml scenario again (base, fast)"),
+    ]:
+        message = _error(tmp_path, _across(**changes))
+        assert message.startswith(prefix + field + ": " + expected), message
 
 
 def test_a_claim_without_an_id_is_named_by_its_index(tmp_path: Path) -> None:

@@ -84,6 +84,9 @@ def provenance(run: Mapping[str, Any]) -> str:
 def _comparison(claim: Claim) -> str:
     sign = "/" if claim.compare == RATIO else "-"
     how = "paired per flow" if claim.per == PER_FLOW else "per seed"
+    if claim.baseline_scenario:  # two workloads: name each side's scenario
+        return (f"{claim.scheme} ({claim.scenario}) {sign} {claim.baseline} "
+                f"({claim.baseline_scenario}) ({claim.compare}, {how})")
     return f"{claim.scheme} {sign} {claim.baseline} ({claim.compare}, {how})"
 
 

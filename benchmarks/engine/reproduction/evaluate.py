@@ -66,8 +66,9 @@ def evaluate(paper: Paper, summary: Mapping[str, Any]) -> list[Result]:
                                          _float(entry["high"]), int(entry["pairs"]))
             else:
                 sides = []
-                for scheme in (claim.scheme, baseline):
-                    entry = series.get(series_key(claim.experiment, claim.scenario,
+                for scheme, scenario in ((claim.scheme, claim.scenario),
+                                         (baseline, claim.baseline_where)):
+                    entry = series.get(series_key(claim.experiment, scenario,
                                                   claim.table, claim.metric, claim.cls,
                                                   scheme, value))
                     if entry is None:

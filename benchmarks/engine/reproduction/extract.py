@@ -86,7 +86,16 @@ def extract(paper: Paper, out: Path) -> dict[str, Any]:
             if claim.per == PER_FLOW:
                 _paired(claim, reader, paired)
             else:
-                _series(claim, reader, series)
+                other = experiment_dir(out, claim.experiment, claim.baseline_where)
+                if not (other / META_JSON).is_file():
+                    raise MissingResultsError(
+                        f"no results of {claim.experiment} scenario "
+                        f"{claim.baseline_where} (the baseline's): {other / META_JSON} "
+                        "does not exist (has it run?)")
+                _series(claim, [(claim.scheme, claim.scenario, reader),
+                                (claim.baseline or "", claim.baseline_where,
+                                 readers.setdefault(other, tables.ResultsDir(other)))],
+                        series)
         except MissingResultsError as exc:
             raise MissingResultsError(f"claim {claim.id} ({claim.table} {claim.metric}, "
                                       f"class {claim.cls}): {exc}") from None
@@ -94,28 +103,36 @@ def extract(paper: Paper, out: Path) -> dict[str, Any]:
             "series": list(series.values()), "paired": list(paired.values())}
 
 
-def _series(claim: Claim, reader: tables.ResultsDir,
+def _series(claim: Claim, sides: list[tuple[str, str | None, tables.ResultsDir]],
             into: dict[tuple[Any, ...], dict[str, Any]]) -> None:
+    """The per-seed values of both sides of the claim's comparison (scheme, the
+    scenario and the results directory its values come from) at its sweep values."""
+    for value in claim.values:
+        for scheme, scenario, reader in sides:
+            _side(claim, scheme, scenario, reader, value, into)
+
+
+def _side(claim: Claim, scheme: str, scenario: str | None, reader: tables.ResultsDir,
+          value: float, into: dict[tuple[Any, ...], dict[str, Any]]) -> None:
+    """One side's per-seed values at one sweep value (once per key)."""
+    key = series_key(claim.experiment, scenario, claim.table, claim.metric, claim.cls,
+                     scheme, value)
+    if key in into:
+        return
     runs = reader.run_values(claim.table, claim.metric, claim.cls)
     path = reader.path / tables.TABLES[claim.table].file
-    for value in claim.values:
-        for scheme in (claim.scheme, claim.baseline or ""):
-            key = series_key(claim.experiment, claim.scenario, claim.table, claim.metric,
-                             claim.cls, scheme, value)
-            if key in into:
-                continue
-            seeds = {seed: v for (s, load, seed), v in runs.items()
-                     if s == scheme and load == tables.value_key(value)}
-            at = f"{claim.sweep} = {tables.value_text(value)}"
-            if not seeds:
-                raise MissingResultsError(f"{path}: no run of {scheme} at {at}")
-            if not any(math.isfinite(v) for v in seeds.values()):
-                raise MissingResultsError(f"{path}: {claim.metric} has no value for "
-                                          f"{scheme} at {at} (seeds {sorted(seeds)})")
-            into[key] = {"experiment": claim.experiment, "scenario": claim.scenario,
-                         "table": claim.table, "metric": claim.metric, "class": claim.cls,
-                         "scheme": scheme, "load": number(value),
-                         "seeds": {str(s): number(seeds[s]) for s in sorted(seeds)}}
+    seeds = {seed: v for (s, load, seed), v in runs.items()
+             if s == scheme and load == tables.value_key(value)}
+    at = f"{claim.sweep} = {tables.value_text(value)}"
+    if not seeds:
+        raise MissingResultsError(f"{path}: no run of {scheme} at {at}")
+    if not any(math.isfinite(v) for v in seeds.values()):
+        raise MissingResultsError(f"{path}: {claim.metric} has no value for "
+                                  f"{scheme} at {at} (seeds {sorted(seeds)})")
+    into[key] = {"experiment": claim.experiment, "scenario": scenario,
+                 "table": claim.table, "metric": claim.metric, "class": claim.cls,
+                 "scheme": scheme, "load": number(value),
+                 "seeds": {str(s): number(seeds[s]) for s in sorted(seeds)}}
 
 
 def _paired(claim: Claim, reader: tables.ResultsDir,

@@ -93,6 +93,14 @@ class Claim:
     compare: str = schema.field(RATIO, choices=(RATIO, DIFFERENCE))
     per: str = schema.field(PER_SEED, choices=(PER_SEED, PER_FLOW))
     paper_setting: str | None = None
+    # the baseline's values come from this scenario of the same experiment file (the
+    # paper compares two workloads, 10 and 20 short flows say); None: the claim's own
+    baseline_scenario: str | None = None
+
+    @property
+    def baseline_where(self) -> str | None:
+        """The scenario the baseline's values come from."""
+        return self.baseline_scenario or self.scenario
 
     @property
     def sweep(self) -> str:
@@ -338,13 +346,16 @@ def _resolve(claim: Claim, where: str, refs: list[ExperimentRef],
                             f"the paper runs of {claim.experiment} "
                             f"({', '.join(scenarios) or 'it has none'})")
     spec = specs[(claim.experiment, claim.scenario)]
-    names = [s.name for s in spec.schemes]
-    baseline = spec.baseline if claim.baseline is None else claim.baseline
-    for key, name in (("scheme", claim.scheme), ("baseline", baseline)):
+    other = _baseline_spec(claim, where, specs, scenarios)
+    baseline = other.baseline if claim.baseline is None else claim.baseline
+    for key, name, of in (("scheme", claim.scheme, spec), ("baseline", baseline, other)):
+        names = [s.name for s in of.schemes]
         if name not in names:
+            label = _label(claim) if of is spec else (f"{claim.experiment} scenario "
+                                                      f"{claim.baseline_scenario}")
             raise SpecFileError(join(where, key), f"{name!r} is not a scheme of "
-                                f"{_label(claim)} ({', '.join(names)})")
-    if claim.scheme == baseline:
+                                f"{label} ({', '.join(names)})")
+    if claim.scheme == baseline and other is spec:
         raise SpecFileError(join(where, "baseline"), f"{baseline!r} is the scheme itself")
     fault = tables.check(claim.table, claim.metric, claim.cls, spec)
     if fault is not None:
@@ -358,7 +369,38 @@ def _resolve(claim: Claim, where: str, refs: list[ExperimentRef],
         raise SpecFileError(join(where, "compare"), "the paired table holds per-flow "
                             "ratios: compare: ratio")
     _check_value(claim, where)
-    return replace(claim, baseline=baseline, condition=_condition(claim, spec, where))
+    condition = _condition(claim, spec, where)
+    if other is not spec:
+        missing = [v for v in next(iter(condition.values()))
+                   if tables.value_key(v) not in {tables.value_key(x) for x in other.loads}]
+        if other.sweep != spec.sweep or missing:
+            raise SpecFileError(join(where, "baseline_scenario"), f"{claim.baseline_scenario} "
+                                f"does not run {spec.sweep} = "
+                                f"{', '.join(tables.value_text(v) for v in missing)}: the "
+                                "baseline is compared at the claim's sweep values")
+    return replace(claim, baseline=baseline, condition=condition)
+
+
+def _baseline_spec(claim: Claim, where: str,
+                   specs: dict[tuple[str, str | None], ExperimentSpec],
+                   scenarios: list[str | None]) -> ExperimentSpec:
+    """The spec the baseline's values come from: the claim's own, or its
+    ``baseline_scenario``'s (checked: another scenario the paper runs, compared per
+    seed; flows of two workloads cannot be paired one by one)."""
+    if claim.baseline_scenario is None:
+        return specs[(claim.experiment, claim.scenario)]
+    here = join(where, "baseline_scenario")
+    if claim.baseline_scenario == claim.scenario:
+        raise SpecFileError(here, f"{claim.baseline_scenario!r} is the claim's own "
+                            "scenario: leave baseline_scenario out")
+    if claim.baseline_scenario not in scenarios:
+        raise SpecFileError(here, f"{claim.baseline_scenario!r} is not a scenario the paper "
+                            f"runs of {claim.experiment} "
+                            f"({', '.join(s for s in scenarios if s) or 'it has none'})")
+    if claim.per != PER_SEED:
+        raise SpecFileError(join(where, "per"), "a baseline from another scenario is "
+                            "compared per seed (per-flow pairs need the same flows)")
+    return specs[(claim.experiment, claim.baseline_scenario)]
 
 
 def _label(claim: Claim) -> str:
