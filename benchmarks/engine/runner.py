@@ -574,7 +574,9 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     paths_before = _paths_before(net)
     app_before = controller_stats.snapshot(net)
     leaves = _leaf_switches(net)
-    leaf_rx_before = _quietly(lambda: _rx_bytes(net, leaves), None)
+    # the leaves' received bytes: the denominator of a scheme's exploration overhead
+    explores = bool(known is not None and known.controller.copies_section)
+    leaf_rx_before = _quietly(lambda: _rx_bytes(net, leaves), None) if explores else None
     hosts_before = agents.counters(net) if agents else None
     tap = _start_tap(state, net, run_dir, label, scheme.name)
     taps: tuple[dict[str, Any], dict[str, Any]] | None = None
@@ -608,7 +610,7 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     if state.paths_csv is not None:
         state.paths_csv.write([_paths_row(net, scheme.name, value, seed, stats_lines,
                                           paths_before[1])])
-    leaf_rx_after = _quietly(lambda: _rx_bytes(net, leaves), None)
+    leaf_rx_after = _quietly(lambda: _rx_bytes(net, leaves), None) if explores else None
     app = controller_stats.run_stats(
         app_before, controller_stats.snapshot(net), wall_began, wall_ended, scheme.app,
         {str(net.spec.switch(name).dpid) for name in leaves},
