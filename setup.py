@@ -10,7 +10,7 @@ import sysconfig
 
 from setuptools import setup
 
-_SUBPACKAGES = ("controller", "apps", "topo", "benchmarks", "hosts")
+_SUBPACKAGES = ("controller", "apps", "topo", "benchmarks", "hosts", "lab")
 
 
 def _packages() -> tuple[list[str], dict[str, str]]:
