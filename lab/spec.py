@@ -116,6 +116,11 @@ class LabSpec:
     fabric: list[Link] = schema.field([])
     # a topology spec (``spineleaf:2,2,2``) the lab is cabled as; None: discovered
     topology: str | None = None
+    # "openflow": hardware (or any OpenFlow 1.3 switch), links as cabled; "ext": dcnlab's
+    # switch_ext, which can also emulate link rates, delays and queue options
+    switch_kind: str = schema.field("openflow", choices=("openflow", "ext"))
+    # the interpreter with dcnlab on every host (``dcnlab lab prepare`` installs it)
+    python: str = "/opt/dcnlab/venv/bin/python"
 
     def switch_names(self) -> dict[int, str]:
         """{datapath id: name}."""
