@@ -1,10 +1,20 @@
-"""Lab hosts for tests, without Mininet: each host is a network namespace this test run
-creates, reached from the root namespace over its own management veth (a /30 in
-100.64.0.0/10, picked so it clashes with no address on this machine), and running a real
-OpenSSH server (Debian's openssh-server) with keys generated for the run.
+"""A lab for tests, without Mininet: plain network namespaces this test run creates.
+
+- A management network: a bridge in the root namespace with this machine's side of it
+  (``.1`` of a /24 in 100.64.0.0/10 that no address here overlaps) and a veth from every
+  switch and host namespace to it.  The controller listens on ``.1``; the hosts' sshd
+  on their own addresses.
+- Hosts (:class:`EmulatedHosts`, and the hosts of :class:`EmulatedLab`): a namespace
+  each, running a real OpenSSH server (Debian's openssh-server) with keys generated for
+  the run; they share this machine's file system, as NFS-mounted lab servers would.
+- Switches (:class:`EmulatedLab`): a namespace each with one ``dcnlab-switch``
+  (switch_ext) process, connected to the controller over the management network, its
+  ports veths cabled as a topology spec says (hosts' ``eth1`` to their switch port).
+  They stand in for hardware: no link is emulated.
 
 Everything is named with the run's prefix (``dl<pid>``) and removed in ``close()``: the
-sshd processes by the PIDs started here, then the namespaces (which takes their veths).
+processes by the PIDs started here, then the namespaces (which takes their veths), the
+bridge and the run's directory.
 """
 
 from __future__ import annotations
@@ -16,10 +26,11 @@ import random
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from waiting import wait_for
 
@@ -56,35 +67,37 @@ def _free_subnet() -> ipaddress.IPv4Network:
 
 
 @dataclass
-class LabHost:
+class Node:
     name: str
     netns: str
-    ssh_address: str  # the namespace side of its management veth
-    sshd: subprocess.Popen[bytes] | None = None
-
-
-class EmulatedHosts:
-    """``count`` namespaces with sshd, one key pair for the client (``key``)."""
-
-    def __init__(self, count: int, prefix: str | None = None) -> None:
-        self.prefix = prefix or f"dl{os.getpid() % 100000}"
-        self.dir = Path(tempfile.mkdtemp(prefix=f"{self.prefix}-"))
-        self.hosts: list[LabHost] = []
-        self._made_privsep = False
-        self._subnet = _free_subnet()
-        try:
-            self._keys()
-            for i in range(1, count + 1):
-                self.hosts.append(self._host(i))
-        except BaseException:
-            self.close()
-            raise
+    address: str  # on the management network
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
-    def key(self) -> Path:
-        return self.dir / "client_key"
+    def ssh_address(self) -> str:
+        return self.address
 
-    def _keys(self) -> None:
+
+class _Run:
+    """The run's prefix, directory, keys, management bridge and namespaces."""
+
+    def __init__(self, prefix: str | None) -> None:
+        self.prefix = prefix or f"dl{os.getpid() % 100000}"
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{self.prefix}-"))
+        self.nodes: list[Node] = []
+        self._made_privsep = False
+        self._bridge: str | None = None
+        self.subnet = _free_subnet()
+        self.gateway = str(self.subnet.network_address + 1)
+
+    def management(self) -> None:
+        bridge = f"{self.prefix}br"
+        _sh("ip", "link", "add", bridge, "type", "bridge")
+        self._bridge = bridge
+        _sh("ip", "addr", "add", f"{self.gateway}/24", "dev", bridge)
+        _sh("ip", "link", "set", bridge, "up")
+
+    def keys(self) -> None:
         for name in ("client_key", "host_key"):
             _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.dir / name))
         shutil.copy(self.dir / "client_key.pub", self.dir / "authorized_keys")
@@ -92,64 +105,180 @@ class EmulatedHosts:
             PRIVSEP_DIR.mkdir(mode=0o755)
             self._made_privsep = True
 
-    def _host(self, i: int) -> LabHost:
-        name = f"h{i}"
+    def node(self, name: str, index: int) -> Node:
+        """A namespace with a management address (.index of the subnet)."""
         netns = f"{self.prefix}{name}"
-        outside, inside = f"{self.prefix}m{i}", f"{self.prefix}n{i}"
-        base = int(self._subnet.network_address) + 4 * (i - 1)
-        ours, theirs = ipaddress.IPv4Address(base + 1), ipaddress.IPv4Address(base + 2)
         _sh("ip", "netns", "add", netns)
-        host = LabHost(name, netns, str(theirs))
-        self.hosts.append(host)  # close() removes it even if the rest fails
+        node = Node(name, netns, str(self.subnet.network_address + index))
+        self.nodes.append(node)
+        outside, inside = f"{self.prefix}m{index}", f"{self.prefix}i{index}"
         _sh("ip", "link", "add", outside, "type", "veth", "peer", "name", inside)
         _sh("ip", "link", "set", inside, "netns", netns)
-        _sh("ip", "addr", "add", f"{ours}/30", "dev", outside)
+        _sh("ip", "-n", netns, "link", "set", inside, "name", "mgmt")
+        assert self._bridge is not None
+        _sh("ip", "link", "set", outside, "master", self._bridge)
         _sh("ip", "link", "set", outside, "up")
-        _sh("ip", "-n", netns, "addr", "add", f"{theirs}/30", "dev", inside)
-        _sh("ip", "-n", netns, "link", "set", inside, "up")
+        _sh("ip", "-n", netns, "addr", "add", f"{node.address}/24", "dev", "mgmt")
+        _sh("ip", "-n", netns, "link", "set", "mgmt", "up")
         _sh("ip", "-n", netns, "link", "set", "lo", "up")
-        config = self.dir / f"sshd_{name}.conf"
+        return node
+
+    def start(self, node: Node, argv: list[str], log: str) -> subprocess.Popen[bytes]:
+        with open(self.dir / log, "wb") as out:
+            proc = subprocess.Popen(["ip", "netns", "exec", node.netns, *argv], stdout=out,
+                                    stderr=subprocess.STDOUT)
+        node.processes.append(proc)
+        return proc
+
+    def sshd(self, node: Node) -> None:
+        config = self.dir / f"sshd_{node.name}.conf"
         config.write_text("\n".join([
-            f"ListenAddress {theirs}", "Port 22", f"HostKey {self.dir / 'host_key'}",
+            f"ListenAddress {node.address}", "Port 22", f"HostKey {self.dir / 'host_key'}",
             f"AuthorizedKeysFile {self.dir / 'authorized_keys'}",
             "PermitRootLogin prohibit-password", "PasswordAuthentication no",
             "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
-            f"PidFile {self.dir / f'sshd_{name}.pid'}", "Subsystem sftp internal-sftp",
+            f"PidFile {self.dir / f'sshd_{node.name}.pid'}", "Subsystem sftp internal-sftp",
             "LogLevel ERROR", ""]))
-        log = open(self.dir / f"sshd_{name}.log", "wb")  # noqa: SIM115 - sshd keeps it
-        host.sshd = subprocess.Popen(["ip", "netns", "exec", netns, SSHD, "-D", "-e", "-f",
-                                      str(config)], stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        wait_for(lambda: _listening(str(theirs)) or host.sshd.poll() is not None, 10.0)
-        if host.sshd.poll() is not None:
-            raise RuntimeError(f"sshd for {name} exited: "
-                               f"{(self.dir / f'sshd_{name}.log').read_text()}")
-        self.hosts.pop()  # appended again by the caller
-        return host
-
-    def stop_sshd(self, host: LabHost) -> None:
-        """The host's sshd goes away (a host lost mid-run)."""
-        if host.sshd is not None and host.sshd.poll() is None:
-            host.sshd.kill()
-            host.sshd.wait(timeout=10)
+        proc = self.start(node, [SSHD, "-D", "-e", "-f", str(config)], f"sshd_{node.name}.log")
+        wait_for(lambda: _listening(node.address, 22) or proc.poll() is not None, 10.0)
+        if proc.poll() is not None:
+            raise RuntimeError(f"sshd for {node.name} exited: "
+                               f"{(self.dir / f'sshd_{node.name}.log').read_text()}")
 
     def close(self) -> None:
-        for host in self.hosts:
-            with contextlib.suppress(Exception):
-                self.stop_sshd(host)
-            subprocess.run(["ip", "netns", "delete", host.netns], capture_output=True)
+        for node in self.nodes:
+            for proc in node.processes:
+                if proc.poll() is None:
+                    proc.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=10)
+            subprocess.run(["ip", "netns", "delete", node.netns], capture_output=True)
+        if self._bridge is not None:
+            subprocess.run(["ip", "link", "delete", self._bridge], capture_output=True)
         if self._made_privsep:
             with contextlib.suppress(OSError):
                 PRIVSEP_DIR.rmdir()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _listening(address: str) -> bool:
+class EmulatedHosts:
+    """``count`` hosts with sshd (no switches); the client's key is ``key``."""
+
+    def __init__(self, count: int, prefix: str | None = None) -> None:
+        self._run = _Run(prefix)
+        self.hosts: list[Node] = []
+        try:
+            self._run.management()
+            self._run.keys()
+            for i in range(1, count + 1):
+                host = self._run.node(f"h{i}", 100 + i)
+                self._run.sshd(host)
+                self.hosts.append(host)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def key(self) -> Path:
+        return self._run.dir / "client_key"
+
+    def stop_sshd(self, host: Node) -> None:
+        """The host's sshd goes away (a host lost mid-run)."""
+        for proc in host.processes:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+
+    def close(self) -> None:
+        self._run.close()
+
+
+class EmulatedLab(EmulatedHosts):
+    """A topology spec's switches (switch_ext in namespaces, for hardware) and hosts
+    (namespaces with sshd), cabled as the spec says; :meth:`lab_file` describes it."""
+
+    def __init__(self, topology: str, prefix: str | None = None) -> None:
+        from dcnlab.topo.ext_switch import ExtOptions, find_binary, switch_command
+        from dcnlab.topo.spec import parse
+
+        self.topology = parse(topology)
+        self.controller_port = random.randint(20000, 29999)
+        self._run = _Run(prefix)
+        self.hosts = []
+        self.switches: list[Node] = []
+        try:
+            self._run.management()
+            self._run.keys()
+            for j, sw in enumerate(self.topology.switches, start=1):
+                self.switches.append(self._run.node(sw.name, 10 + j))
+            for i, h in enumerate(self.topology.hosts, start=1):
+                host = self._run.node(h.name, 100 + i)
+                self._run.sshd(host)
+                self.hosts.append(host)
+            ports = self._cable()
+            binary = find_binary()
+            for sw, node in zip(self.topology.switches, self.switches, strict=True):
+                argv = switch_command(
+                    binary, sw.name, sw.dpid,
+                    f"tcp:{self._run.gateway}:{self.controller_port}",
+                    [(number, intf, []) for number, intf in sorted(ports[sw.name])],
+                    ExtOptions(), None)
+                self._run.start(node, argv, f"switch_{sw.name}.log")
+        except BaseException:
+            self.close()
+            raise
+
+    def _cable(self) -> dict[str, list[tuple[int, str]]]:
+        """Every link of the topology as a veth pair between two namespaces; returns each
+        switch's (port number, interface)."""
+        prefix = self._run.prefix
+        netns = {n.name: n.netns for n in [*self.switches, *self.hosts]}
+        ports: dict[str, list[tuple[int, str]]] = {sw.name: [] for sw in self.topology.switches}
+        for k, link in enumerate(self.topology.links):
+            a, b = f"{prefix}l{k}a", f"{prefix}l{k}b"
+            _sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+            for end, node, port in ((a, link.a, link.a_port), (b, link.b, link.b_port)):
+                _sh("ip", "link", "set", end, "netns", netns[node])
+                if node in ports:
+                    ports[node].append((port, end))
+                    _sh("ip", "-n", netns[node], "link", "set", end, "up")
+        for h in self.topology.hosts:
+            (iface,) = h.interfaces
+            host_end = next(f"{prefix}l{k}{'a' if lk.a == h.name else 'b'}"
+                            for k, lk in enumerate(self.topology.links)
+                            if h.name in (lk.a, lk.b))
+            ns = netns[h.name]
+            _sh("ip", "-n", ns, "link", "set", host_end, "name", "eth1")
+            _sh("ip", "-n", ns, "link", "set", "eth1", "address", iface.mac)
+            _sh("ip", "-n", ns, "addr", "add", f"{iface.ip}/{iface.prefixlen}", "dev", "eth1")
+            _sh("ip", "-n", ns, "link", "set", "eth1", "up")
+            for off in ("tx", "rx", "sg", "tso", "gso", "gro"):  # as Mininet hosts do
+                subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-K", "eth1", off,
+                                "off"], capture_output=True)
+        return ports
+
+    def lab_file(self) -> dict[str, Any]:
+        """The lab file (as a mapping) that describes this lab."""
+        by_name = {h.name: h for h in self.topology.hosts}
+        return {
+            "controller": {"listen": f"{self._run.gateway}:{self.controller_port}"},
+            "ssh": {"user": "root", "key": str(self.key), "connect_timeout": "5s"},
+            "switch_kind": "ext", "python": sys.executable,
+            "switches": [{"dpid": sw.dpid, "name": sw.name}
+                         for sw in self.topology.switches],
+            "hosts": [{"name": n.name, "ssh": n.address, "interface": "eth1",
+                       "address": by_name[n.name].ip,
+                       "switch": by_name[n.name].interfaces[0].switch,
+                       "port": by_name[n.name].interfaces[0].port}
+                      for n in self.hosts],
+        }
+
+
+def _listening(address: str, port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
         try:
-            s.connect((address, 22))
+            s.connect((address, port))
             return True
         except OSError:
-            time.sleep(0.05)
             return False
