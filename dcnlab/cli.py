@@ -28,6 +28,7 @@ from dcnlab.topo.spec import (
 
 if TYPE_CHECKING:
     from dcnlab.benchmarks.engine.reproduction.runner import ReproductionResult
+    from dcnlab.lab.fabric import LabPlace
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -129,6 +130,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         _die("give an experiment file (or --resume DIR)")
     # A bad spec file or scenario name is reported before asking for root.
     specs = select_scenarios(load_specs(args.experiment), wanted)
+    place = _lab_place(args.lab) if args.lab is not None else None
+    for spec in specs if place is not None else []:
+        why = place.refuse(spec)
+        if why is not None:
+            scenario = f" / {spec.scenario}" if spec.scenario else ""
+            _die(f"{spec.name}{scenario} cannot run on the lab {args.lab}: {why}")
     if args.resume is not None and args.seeds is not None:
         try:  # seeds that drop a recorded one: a usage error, before root
             for spec in specs:
@@ -138,7 +145,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _require_root()
     result = run_experiment(args.experiment, args.out, progress=not args.quiet,
                             resume=args.resume is not None, scenarios=wanted,
-                            seeds=args.seeds)
+                            seeds=args.seeds, place=place)
     if args.quiet:  # otherwise the progress output already ended with table and place
         print(result.table)
         print(f"dcnlab: results in {result.out_dir}")
@@ -154,6 +161,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for error in result.errors:
         print(f"dcnlab: error: {error}", file=sys.stderr)
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _lab_place(path: str) -> LabPlace:
+    """The lab file's place to run (a bad file is a usage error, before root)."""
+    from dcnlab.lab.fabric import LabPlace
+    from dcnlab.lab.spec import LabFileError, load
+
+    try:
+        return LabPlace(load(path))
+    except LabFileError as exc:
+        _die(str(exc))
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -604,6 +622,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="continue the interrupted or failed experiment in DIR: keep its "
                      "finished runs, run the rest")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--lab", metavar="LAB.yaml", default=None,
+                     help="run on the lab this file describes (real OpenFlow switches and "
+                     "servers over SSH; docs/lab.md) instead of Mininet")
     run.add_argument("--scenarios", metavar="A,B", default=None,
                      help="run only these scenarios of the experiment file")
     run.add_argument("--seeds", metavar="LIST", type=_seeds_arg, default=None,

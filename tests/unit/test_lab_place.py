@@ -4,7 +4,10 @@ links are cables, not veths to tap)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from dcnlab.benchmarks.engine.spec import parse_spec
 from dcnlab.lab import spec as lab
@@ -67,3 +70,47 @@ def test_link_emulation_needs_switch_ext_switches() -> None:
 def test_the_flow_tap_has_no_veths_to_tap_on_a_lab() -> None:
     why = LabPlace(_lab()).refuse(_experiment(diagnosis={"flow_paths": True}))
     assert why is not None and "a lab's links are cables" in why
+
+
+def test_run_with_a_lab_refuses_before_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    import yaml
+
+    from dcnlab import cli
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # reaching the root check: accepted
+    experiment = tmp_path / "x.yaml"
+    experiment.write_text(yaml.safe_dump({
+        "name": "x", "topology": TOPOLOGY, "schemes": ["dcnlab.apps.ecmp"],
+        "workload": {"type": "poisson", "cdf": "websearch"}, "loads": [0.1],
+        "seeds": [1], "duration": 5, "link": {"delay": "1ms"}}))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("controller: {listen: 192.0.2.1}\nswitches: []\nhosts: []\n")
+    for lab_file, expected in [
+        (bad, f"{bad}: switches: needs at least one switch"),
+        (tmp_path / "absent.yaml", "cannot read it"),
+    ]:
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["run", str(experiment), "--lab", str(lab_file)])
+        assert exc.value.code == 2
+        assert expected in capsys.readouterr().err
+    topo = parse(TOPOLOGY)
+    good = tmp_path / "lab.yaml"
+    good.write_text(yaml.safe_dump({
+        "controller": {"listen": "192.0.2.1"},
+        "switches": [{"dpid": sw.dpid} for sw in topo.switches],
+        "hosts": [{"name": h.name, "ssh": f"192.0.2.{10 + i}", "interface": "eth1",
+                   "address": h.ip} for i, h in enumerate(topo.hosts, start=1)]}))
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", str(experiment), "--lab", str(good)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and f"x cannot run on the lab {good}: " in err
+    assert "(delay=1000us)" in err and "only switch_ext switches provide" in err
+    plain = yaml.safe_load(experiment.read_text())
+    del plain["link"]
+    experiment.write_text(yaml.safe_dump(plain))
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", str(experiment), "--lab", str(good)])
+    assert exc.value.code == 2 and "needs root" in capsys.readouterr().err
