@@ -174,6 +174,18 @@ def _lab_place(path: str) -> LabPlace:
         _die(str(exc))
 
 
+def _cmd_lab(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from dcnlab.lab.describe import describe, render
+
+    place = _lab_place(args.lab_file)
+    with tempfile.TemporaryDirectory(prefix="dcnlab-lab-") as scratch:
+        desc = describe(place.lab, Path(args.out or scratch), place.loop)
+        print(render(desc))
+    return EXIT_OK if desc.ok else EXIT_FAILED
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from dcnlab.benchmarks.engine import report
 
@@ -704,6 +716,25 @@ def build_parser() -> argparse.ArgumentParser:
     topo.add_argument("--all", action="store_true",
                       help=f"list every host and link (default: at most {TOPO_LIST_LIMIT} "
                       "of each list)")
+
+    lab = _add(sub, "lab", "describe a lab of real switches and servers",
+               "describe: reach every host of the lab file over SSH (root login, kernel, "
+               "the data-plane interface and address, dcnlab on the file's python), start "
+               "the controller here in discovery mode on the file's address, let every "
+               "host ping every other, and print the switches, fabric links and host "
+               "attachments found, and where they differ from the lab file (docs/lab.md).",
+               "not needed here (the hosts' logins must be root)",
+               "the hosts with what each lacks, the switches, links and host attachments "
+               "found, the differences from the lab file",
+               [(EXIT_OK, "the lab is as the file says and every host is ready"),
+                (EXIT_FAILED, "a difference, a host not ready, or the controller did not "
+                              "start: the output says which"),
+                (EXIT_USAGE, "usage error: a bad lab file")],
+               _cmd_lab)
+    lab.add_argument("action", choices=["describe"], help="what to do")
+    lab.add_argument("lab_file", metavar="LAB.yaml", help="the lab file")
+    lab.add_argument("--out", default=None, help="where the controller's log and state go "
+                     "(default: a temporary directory, removed afterwards)")
 
     mp = sub.add_parser("mp", help="the multipath transport dcnlab-mp: serve, send, "
                         "schedulers ... (no root; dcnlab mp --help is its own help: "

@@ -22,6 +22,7 @@ from dcnlab.benchmarks.engine import run_experiment
 from dcnlab.benchmarks.engine.fabric import FabricRequest
 from dcnlab.benchmarks.engine.spec import flows_for, load_spec
 from dcnlab.lab import spec as lab_spec
+from dcnlab.lab.describe import describe, render
 from dcnlab.lab.fabric import LabPlace
 from dcnlab.lab.ssh import SshLoop
 
@@ -100,3 +101,30 @@ def test_an_experiment_runs_on_the_lab(place: LabPlace, tmp_path: Path) -> None:
                    for r in csv.DictReader(fh)]
     assert written == [(f.src, f.dst, f.size, round(f.start, 6)) for f in flows]
     assert result.rows == len(flows) > 0
+
+
+def test_describe_finds_what_the_lab_file_says(lab: EmulatedLab, place: LabPlace,
+                                               tmp_path: Path) -> None:
+    desc = describe(place.lab, tmp_path / "as_is", place.loop)
+    assert desc.ok, render(desc)
+    topo = lab.topology
+    assert sorted(desc.connected) == [sw.dpid for sw in topo.switches]
+    assert len(desc.links) == len(list(topo.fabric_links()))
+    assert desc.located == {h.name: f"{h.interfaces[0].switch}:{h.interfaces[0].port}"
+                            for h in topo.hosts}
+    assert "the lab is as the lab file says" in render(desc)
+    # the same lab, described by a file that expects another cabling
+    data = lab.lab_file()
+    first = next(iter(topo.fabric_links()))
+    data["fabric"] = [{"a": f"{first.a}:{first.a_port}", "b": f"{first.b}:{first.b_port}"},
+                      {"a": f"{first.a}:9", "b": f"{first.b}:9"}]
+    data["hosts"][0]["port"] = 7
+    wrong = describe(lab_spec.parse(data), tmp_path / "wrong", place.loop)
+    assert not wrong.ok
+    text = "\n".join(wrong.differences)
+    assert f"link {first.a}:9 -- {first.b}:9 is in the lab file but LLDP did not find it" \
+        in text, text
+    assert "was found but is not in the lab file" in text
+    h1 = topo.hosts[0]
+    assert (f"host h1 is at {h1.interfaces[0].switch}:{h1.interfaces[0].port}, the lab file "
+            f"says {h1.interfaces[0].switch}:7") in text
