@@ -177,9 +177,15 @@ def _lab_place(path: str) -> LabPlace:
 def _cmd_lab(args: argparse.Namespace) -> int:
     import tempfile
 
+    place = _lab_place(args.lab_file)
+    if args.action == "prepare":
+        from dcnlab.lab import prepare
+
+        reports = prepare.prepare(place.lab, place.loop)
+        print(prepare.render(reports))
+        return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILED
     from dcnlab.lab.describe import describe, render
 
-    place = _lab_place(args.lab_file)
     with tempfile.TemporaryDirectory(prefix="dcnlab-lab-") as scratch:
         desc = describe(place.lab, Path(args.out or scratch), place.loop)
         print(render(desc))
@@ -717,8 +723,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"list every host and link (default: at most {TOPO_LIST_LIMIT} "
                       "of each list)")
 
-    lab = _add(sub, "lab", "describe a lab of real switches and servers",
-               "describe: reach every host of the lab file over SSH (root login, kernel, "
+    lab = _add(sub, "lab", "describe or prepare a lab of real switches and servers",
+               "prepare: install dcnlab (a wheel built from this checkout, without its "
+               "dependencies: the traffic agents use the standard library only) in a "
+               "virtual environment at the lab file's python on every host, unless that "
+               "host has this checkout's already, and report per host what is ready, what "
+               "is missing (with the fix) and which kernel features some schemes need "
+               "(cgroup v2, BTF, MPTCP). describe: reach every host of the lab file over "
+               "SSH (root login, kernel, "
                "the data-plane interface and address, dcnlab on the file's python), start "
                "the controller here in discovery mode on the file's address, let every "
                "host ping every other, and print the switches, fabric links and host "
@@ -726,12 +738,13 @@ def build_parser() -> argparse.ArgumentParser:
                "not needed here (the hosts' logins must be root)",
                "the hosts with what each lacks, the switches, links and host attachments "
                "found, the differences from the lab file",
-               [(EXIT_OK, "the lab is as the file says and every host is ready"),
+               [(EXIT_OK, "the lab is as the file says and every host is ready "
+                          "(prepare: every host is ready)"),
                 (EXIT_FAILED, "a difference, a host not ready, or the controller did not "
                               "start: the output says which"),
                 (EXIT_USAGE, "usage error: a bad lab file")],
                _cmd_lab)
-    lab.add_argument("action", choices=["describe"], help="what to do")
+    lab.add_argument("action", choices=["describe", "prepare"], help="what to do")
     lab.add_argument("lab_file", metavar="LAB.yaml", help="the lab file")
     lab.add_argument("--out", default=None, help="where the controller's log and state go "
                      "(default: a temporary directory, removed afterwards)")

@@ -24,6 +24,8 @@ from dcnlab.benchmarks.engine.spec import flows_for, load_spec
 from dcnlab.lab import spec as lab_spec
 from dcnlab.lab.describe import describe, render
 from dcnlab.lab.fabric import LabPlace
+from dcnlab.lab.prepare import prepare
+from dcnlab.lab.prepare import render as render_prepared
 from dcnlab.lab.ssh import SshLoop
 
 pytestmark = [pytest.mark.network,
@@ -128,3 +130,18 @@ def test_describe_finds_what_the_lab_file_says(lab: EmulatedLab, place: LabPlace
     h1 = topo.hosts[0]
     assert (f"host h1 is at {h1.interfaces[0].switch}:{h1.interfaces[0].port}, the lab file "
             f"says {h1.interfaces[0].switch}:7") in text
+
+
+def test_prepare_installs_dcnlab_once(lab: EmulatedLab, place: LabPlace,
+                                      tmp_path: Path) -> None:
+    data = lab.lab_file()
+    data["python"] = str(tmp_path / "venv" / "bin" / "python")  # not this machine's /opt
+    spec = lab_spec.parse(data)
+    first = prepare(spec, place.loop)
+    assert [r.name for r in first] == [h.name for h in spec.hosts]
+    # the hosts share this file system: the first installs, the others find it there
+    assert first[0].installed and first[0].ok, render_prepared(first)
+    assert all(r.ok and "dcnlab at" in r.ready[0] for r in first), render_prepared(first)
+    again = prepare(spec, place.loop)
+    assert not any(r.installed for r in again), render_prepared(again)
+    assert all("(this checkout's)" in r.ready[0] for r in again)
