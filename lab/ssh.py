@@ -55,6 +55,10 @@ class Target:
     key: str | None = None  # a private key file; None: agent and default keys
     connect_timeout: float = 10.0
     known_hosts: str | None = None  # None: host keys are not checked
+    # a host that stops answering (powered off, cable pulled) is noticed after
+    # keepalive x keepalive_count seconds: its processes end as lost, not hang the run
+    keepalive: float = 5.0
+    keepalive_count: int = 3
 
     def where(self) -> str:
         return f"{self.name} ({self.user}@{self.address}:{self.port})"
@@ -116,7 +120,8 @@ class SshHost:
             return await asyncssh.connect(
                 t.address, t.port, username=t.user,
                 client_keys=[t.key] if t.key else (),
-                known_hosts=t.known_hosts, connect_timeout=t.connect_timeout)
+                known_hosts=t.known_hosts, connect_timeout=t.connect_timeout,
+                keepalive_interval=t.keepalive, keepalive_count_max=t.keepalive_count)
         except asyncssh.PermissionDenied:
             raise HostError(f"host {t.where()}: authentication failed (is the key "
                             f"{t.key or 'from the agent or ~/.ssh'} in the user's "
