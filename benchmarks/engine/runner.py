@@ -74,6 +74,7 @@ from .results import (
     SPEC_COPY,
     WORKLOAD_COLUMNS,
     CsvAppender,
+    read_json,
     span_seconds,
     write_csv,
     write_json,
@@ -184,6 +185,13 @@ def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike
     done: list[set[tuple[str, int, float]] | None] = [
         _done_runs(target, spec) if resume else None
         for spec, target in zip(specs, outs, strict=True)]
+    if resume:  # a run continues where it began: a lab's results are not Mininet's
+        for target in outs:
+            recorded = (read_json(target / META_JSON).get("place", "mininet")
+                        if (target / META_JSON).exists() else place.name)
+            if recorded != place.name:
+                how = "give --lab LAB.yaml" if recorded == "lab" else "without --lab"
+                raise ExperimentError(f"{target} ran on {recorded}; resume it there ({how})")
     if not resume:
         for target in outs:
             if (target / FLOWS_CSV).exists():
@@ -261,6 +269,7 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
             {"seed": seed, "load": value, "flow_id": f.id, **f.to_dict()}
             for (seed, value), flows in workloads.items() for f in flows))
         meta = _initial_meta(spec, workloads)
+        meta["place"] = (place or Mininet()).name  # where the runs ran (resume checks)
     meta["status"] = "running"
     write_json(out / META_JSON, meta)
     state = _State(spec, out, CsvAppender(out / FLOWS_CSV, flow_columns(spec)),

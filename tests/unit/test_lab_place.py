@@ -114,3 +114,30 @@ def test_run_with_a_lab_refuses_before_root(tmp_path: Path, monkeypatch: pytest.
     with pytest.raises(SystemExit) as exc:
         cli.main(["run", str(experiment), "--lab", str(good)])
     assert exc.value.code == 2 and "needs root" in capsys.readouterr().err
+
+
+def test_a_run_resumes_only_where_it_began(tmp_path: Path) -> None:
+    import json
+
+    import yaml
+
+    from dcnlab.benchmarks.engine import ExperimentError, run_experiment
+
+    experiment = tmp_path / "x.yaml"
+    experiment.write_text(yaml.safe_dump({
+        "name": "x", "topology": TOPOLOGY, "schemes": ["dcnlab.apps.ecmp"],
+        "workload": {"type": "poisson", "cdf": "websearch"}, "loads": [0.1],
+        "seeds": [1], "duration": 5}))
+    out = tmp_path / "out"
+    out.mkdir()
+    meta = {"name": "x", "scenario": None, "status": "interrupted", "place": "lab",
+            "spec": {"seeds": [1]}, "runs": []}
+    (out / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ExperimentError, match=rf"{out} ran on lab; resume it there "
+                                              r"\(give --lab LAB.yaml\)"):
+        run_experiment(experiment, out, progress=False, resume=True)
+    (out / "meta.json").write_text(json.dumps({**meta, "place": "mininet"}))
+    with pytest.raises(ExperimentError, match=r"ran on mininet; resume it there "
+                                              r"\(without --lab\)"):
+        run_experiment(experiment, out, progress=False, resume=True,
+                       place=LabPlace(_lab()))
