@@ -167,7 +167,11 @@ class LabFabric:
         self.startup_seconds: float | None = None
         self.run_dir = request.run_dir
         self._loop = loop
-        self.hosts = {h.name: SshHost(self._target(h.name), loop) for h in self.spec.hosts}
+        # what each host runs is also kept on disk: a session that loses a host leaves
+        # the list, and the next session on the same run directory stops what is left
+        self.hosts = {h.name: SshHost(self._target(h.name), loop,
+                                      self.run_dir / f"lab_started_{h.name}.json")
+                      for h in self.spec.hosts}
         self.workdir = str(PurePosixPath("/var/tmp") / self.prefix)
         self._controller: ControllerProcess | None = None
         self._switches = {sw.name: LabSwitch(sw.name, sw.dpid) for sw in self.spec.switches}
@@ -189,6 +193,10 @@ class LabFabric:
         try:
             for ssh in self.hosts.values():
                 ssh.connect()
+                left = ssh.stop_leftovers()
+                if left:
+                    self.warnings.append(f"host {ssh.name}: stopped what an earlier session "
+                                         f"left running: {'; '.join(left)}")
                 if ssh.run("id -u", timeout=15.0).stdout.strip() != "0":
                     raise HostError(f"host {ssh.name}: the login {ssh.target.user} is not "
                                     "root (dcnlab needs root on lab hosts: log in as root)")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -102,15 +103,20 @@ def _quote(command: str | Sequence[str]) -> str:
 
 
 class SshHost:
-    """One lab host: a connection (reopened when lost) and the processes started on it."""
+    """One lab host: a connection (reopened when lost) and the processes started on it.
 
-    def __init__(self, target: Target, loop: SshLoop) -> None:
+    ``ledger``: a local file that keeps, across sessions, what was started and not yet
+    stopped (pid, command, start time): a run that lost the host could not stop them, and
+    the next one that reaches it does (:meth:`stop_leftovers`)."""
+
+    def __init__(self, target: Target, loop: SshLoop, ledger: Path | None = None) -> None:
         self.target = target
         self.name = target.name
         self._loop = loop
         self._conn: asyncssh.SSHClientConnection | None = None
         self._lock = threading.Lock()
         self.started: dict[int, str] = {}  # pid -> command, until seen ended
+        self.ledger = ledger
 
     # -- connection ----------------------------------------------------------------
 
@@ -196,7 +202,44 @@ class SshHost:
             proc._close_local()
             raise HostError(f"host {self.name}: cannot start {text!r}: {exc}") from None
         self.started[proc.pid] = text
+        self._write_ledger(proc.pid, text)
         return proc
+
+    # -- the ledger ----------------------------------------------------------------
+
+    def _read_ledger(self) -> dict[str, dict[str, str]]:
+        if self.ledger is None:
+            return {}
+        try:
+            data = json.loads(self.ledger.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _write_ledger(self, pid: int, command: str) -> None:
+        if self.ledger is None:
+            return
+        started = self.run(f"ps -o lstart= -p {int(pid)}", timeout=15.0).stdout.strip()
+        entries = self._read_ledger()
+        entries[str(pid)] = {"command": command, "started": started}
+        self.ledger.parent.mkdir(parents=True, exist_ok=True)
+        self.ledger.write_text(json.dumps(entries))
+
+    def stop_leftovers(self) -> list[str]:
+        """End the process groups an earlier session started here and could not stop,
+        those still running with the start time it recorded (not a process that reused
+        the pid since); returns their commands."""
+        entries = self._read_ledger()
+        stopped = []
+        for pid, entry in entries.items():
+            now = self.run(f"ps -o lstart= -p {int(pid)}", timeout=15.0).stdout.strip()
+            if now and now == entry.get("started"):
+                self.run(f"kill -TERM -- -{int(pid)} 2>/dev/null; sleep {STOP_GRACE:g}; "
+                         f"kill -KILL -- -{int(pid)} 2>/dev/null; true", timeout=30.0)
+                stopped.append(str(entry.get("command", "")))
+        if self.ledger is not None:
+            self.ledger.unlink(missing_ok=True)
+        return stopped
 
     # -- files ---------------------------------------------------------------------
 
@@ -241,6 +284,8 @@ class SshHost:
             self.run(f"kill -TERM -- {groups} 2>/dev/null; sleep {STOP_GRACE:g}; "
                      f"kill -KILL -- {groups} 2>/dev/null; true", timeout=30.0)
         self.started.clear()
+        if self.ledger is not None:
+            self.ledger.unlink(missing_ok=True)
         return stopped
 
 

@@ -5,6 +5,7 @@ key and a host that does not answer."""
 
 from __future__ import annotations
 
+import json
 import os
 import selectors
 import signal
@@ -138,3 +139,28 @@ def test_a_wrong_key_and_an_unanswering_host_are_named(lab: EmulatedHosts, loop:
     with pytest.raises(HostError, match=r"host h2 \(.*\): cannot connect"):
         SshHost(Target("h2", h.ssh_address, key=str(lab.key), connect_timeout=2.0),
                 loop).connect()
+
+
+def test_what_a_lost_session_left_is_stopped_by_the_next(lab: EmulatedHosts, loop: SshLoop,
+                                                         tmp_path: Path) -> None:
+    h = lab.hosts[0]
+    ledger = tmp_path / "started.json"
+    first = SshHost(Target(h.name, h.ssh_address, key=str(lab.key)), loop, ledger)
+    left = first.popen(["sh", "-c", "sleep 304 & sleep 305"])
+    first.close()  # the session ends without stop_all: the host was lost to it
+    assert str(left.pid) in ledger.read_text()
+    # an entry whose pid now names another process (its start time differs) is spared
+    other = SshHost(Target(h.name, h.ssh_address, key=str(lab.key)), loop)
+    bystander = other.popen(["sleep", "306"])
+    entries = json.loads(ledger.read_text())
+    entries[str(bystander.pid)] = {"command": "sleep 1", "started": "Thu Jan  1 00:00 1970"}
+    ledger.write_text(json.dumps(entries))
+    second = SshHost(Target(h.name, h.ssh_address, key=str(lab.key)), loop, ledger)
+    try:
+        assert second.stop_leftovers() == ["sh -c 'sleep 304 & sleep 305'"]
+        assert second.cmd(f"ps -o pid= -g {left.pid} || true").split() == []
+        assert bystander.poll() is None and not ledger.exists()
+    finally:
+        other.stop_all()
+        other.close()
+        second.close()
