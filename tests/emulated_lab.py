@@ -71,6 +71,7 @@ class Node:
     name: str
     netns: str
     address: str  # on the management network
+    outside: str = ""  # its management veth's end on the bridge
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -109,9 +110,9 @@ class _Run:
         """A namespace with a management address (.index of the subnet)."""
         netns = f"{self.prefix}{name}"
         _sh("ip", "netns", "add", netns)
-        node = Node(name, netns, str(self.subnet.network_address + index))
-        self.nodes.append(node)
         outside, inside = f"{self.prefix}m{index}", f"{self.prefix}i{index}"
+        node = Node(name, netns, str(self.subnet.network_address + index), outside)
+        self.nodes.append(node)
         _sh("ip", "link", "add", outside, "type", "veth", "peer", "name", inside)
         _sh("ip", "link", "set", inside, "netns", netns)
         _sh("ip", "-n", netns, "link", "set", inside, "name", "mgmt")
@@ -188,6 +189,11 @@ class EmulatedHosts:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=10)
+
+    def cut(self, host: Node, up: bool = False) -> None:
+        """The host drops off the management network (a pulled cable, a crash), or
+        comes back with ``up``; its data-plane links stay."""
+        _sh("ip", "link", "set", host.outside, "up" if up else "down")
 
     def close(self) -> None:
         self._run.close()

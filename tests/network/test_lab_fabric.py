@@ -11,12 +11,14 @@ gives on Mininet, every flow completes, and nothing started on a host outlives t
 from __future__ import annotations
 
 import csv
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from emulated_lab import EmulatedLab, available
+from waiting import wait_for
 
 from dcnlab.benchmarks.engine import run_experiment
 from dcnlab.benchmarks.engine.fabric import FabricRequest
@@ -32,6 +34,11 @@ pytestmark = [pytest.mark.network,
               pytest.mark.skipif(available() is not None, reason=str(available()))]
 
 TOPOLOGY = "spineleaf:2,2,2"
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +152,45 @@ def test_prepare_installs_dcnlab_once(lab: EmulatedLab, place: LabPlace,
     again = prepare(spec, place.loop)
     assert not any(r.installed for r in again), render_prepared(again)
     assert all("(this checkout's)" in r.ready[0] for r in again)
+
+
+def test_a_host_lost_mid_run_keeps_every_row_and_resume_finishes(
+        lab: EmulatedLab, place: LabPlace, tmp_path: Path) -> None:
+    spec = {
+        "name": "lablost", "topology": TOPOLOGY, "switch": "ext",
+        "schemes": ["dcnlab.apps.ecmp"],
+        "workload": {"type": "poisson", "cdf": "small.cdf", "pairs": "inter_rack"},
+        "loads": [0.3], "seeds": [1, 2], "duration": 4, "drain": 60, "settle": 0.5,
+        "classes": {"mouse_max": "10KB", "elephant_min": "1MB"},
+    }
+    (tmp_path / "small.cdf").write_text("# sizes\n1000 0\n10000 0.5\n200000 1\n")
+    path = tmp_path / "lablost.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    out = tmp_path / "out"
+    lost = lab.hosts[-1]
+    plan = out / "runs" / "ecmp" / "seed1_load0.3" / f"plan_{lost.name}.json"
+
+    def cut_when_running() -> None:
+        wait_for(plan.exists, 120.0)  # its agent is starting: the run is under way
+        lab.cut(lost)
+
+    cutter = threading.Thread(target=cut_when_running)
+    cutter.start()
+    try:
+        first = run_experiment(path, out, progress=False, place=place)
+    finally:
+        cutter.join()
+        lab.cut(lost, up=True)
+    assert not first.ok
+    assert any(f"agent on {lost.name}" in e for e in first.errors), first.errors
+    rows = _rows(out / "flows.csv")
+    flows = flows_for(load_spec(path), 1, 0.3) + flows_for(load_spec(path), 2, 0.3)
+    assert len(rows) == len(flows)  # every generated flow has a row
+    sent = [r for r in rows if r["seed"] == "1" and r["src"] == lost.name]
+    assert sent and all(r["status"] == "agent_died" and r["error"] for r in sent), sent
+    assert {r["status"] for r in rows if r["seed"] == "2"} == {"not_run"}
+    again = run_experiment(path, out, progress=False, resume=True, place=place)
+    assert again.ok, again.errors
+    rows = _rows(out / "flows.csv")
+    assert {r["status"] for r in rows if r["seed"] == "2"} == {"ok"}
+    assert len(rows) == len(flows)
