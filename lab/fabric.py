@@ -18,6 +18,7 @@ or queue options is refused unless the lab file says its switches are switch_ext
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -26,7 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dcnlab.benchmarks.engine.fabric import FabricRequest
-from dcnlab.benchmarks.engine.spec import ExperimentSpec, scheme_topology
+from dcnlab.benchmarks.engine.spec import NO_AGENTS, ExperimentSpec, scheme_topology
 from dcnlab.model.runtime import (
     ENV_STATE_FILE,
     ENV_TOPOLOGY,
@@ -34,6 +35,7 @@ from dcnlab.model.runtime import (
     read_state,
 )
 from dcnlab.model.topology import TopologySpec
+from dcnlab.schemes import registry
 from dcnlab.topo.controller_process import ControllerProcess
 from dcnlab.topo.errors import NetworkError
 
@@ -91,6 +93,19 @@ class LabPlace:
             return ("diagnosis.flow_paths taps emulated links (tc on their veths); a lab's "
                     "links are cables")
         for scheme in spec.schemes:
+            # what still runs on this machine only (its pieces are not put on lab hosts
+            # yet): say so rather than run something else than the scheme
+            known = registry.lookup(scheme.app)
+            if scheme.agents not in (None, NO_AGENTS):
+                return (f"scheme {scheme.name}: host parts ({scheme.agents} agents) do not "
+                        "run on lab hosts yet")
+            if known is not None and known.transport is not None:
+                return (f"scheme {scheme.name}: its transport ({known.transport.name}) does "
+                        "not run on lab hosts yet")
+            congestion = {scheme.congestion, *spec.congestion.values()} - {None}
+            if "dctcp" in congestion:
+                return (f"scheme {scheme.name}: DCTCP (a BPF congestion control this machine "
+                        "loads for Mininet's hosts) is not loaded on lab hosts yet")
             text = scheme_topology(spec, scheme)
             topo = _topology(text)
             wrong = mismatch(self.lab, topo)
@@ -187,9 +202,21 @@ class LabFabric:
     # -- life ----------------------------------------------------------------------
 
     def start(self) -> LabFabric:
+        """Hosts, controller, switches; a start that fails stops what it started (the
+        engine calls stop() only on a fabric that started)."""
         began = time.monotonic()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._started = True
+        try:
+            self._start()
+        except BaseException:
+            with contextlib.suppress(NetworkError):
+                self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+        return self
+
+    def _start(self) -> None:
         try:
             for ssh in self.hosts.values():
                 ssh.connect()
@@ -205,8 +232,6 @@ class LabFabric:
             self.wait_ready(READY_TIMEOUT)
         except HostError as exc:
             raise NetworkError(str(exc)) from None
-        self.startup_seconds = time.monotonic() - began
-        return self
 
     def stop(self) -> None:
         errors = []

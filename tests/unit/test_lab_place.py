@@ -141,3 +141,18 @@ def test_a_run_resumes_only_where_it_began(tmp_path: Path) -> None:
                                               r"\(without --lab\)"):
         run_experiment(experiment, out, progress=False, resume=True,
                        place=LabPlace(_lab()))
+
+
+def test_what_does_not_run_on_lab_hosts_yet_is_refused_by_name() -> None:
+    place = LabPlace(_lab())
+    uc3 = place.refuse(_experiment(schemes=["uc3"]))
+    assert uc3 == "scheme uc3: host parts (uc3 agents) do not run on lab hosts yet"
+    cfs = place.refuse(_experiment(schemes=["cfs"], switch="ext"))
+    assert cfs is not None and "its transport (dcnlab-mp) does not run on lab hosts yet" \
+        in cfs, cfs
+
+
+@pytest.mark.built  # an experiment naming DCTCP loads only where its BPF object is built
+def test_dctcp_on_lab_hosts_is_refused_by_name() -> None:
+    dctcp = LabPlace(_lab()).refuse(_experiment(congestion="dctcp"))
+    assert dctcp is not None and "DCTCP" in dctcp and "not loaded on lab hosts yet" in dctcp
