@@ -23,12 +23,14 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shlex
 import signal
 import socket
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +40,7 @@ import asyncssh
 
 T = TypeVar("T")
 PID_LINE = b"dcnlab-pid "
+TAG_VAR = "DCNLAB_TAG"  # in every started process's environment: what the ledger finds
 STOP_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a process group
 
 
@@ -195,19 +198,21 @@ class SshHost:
         (copied there), ``STDOUT``, ``DEVNULL`` or None."""
         conn = self._connection()
         text = _quote(argv)
-        proc = RemoteProcess(self, text, stdin, stdout, stderr)
+        tag = uuid.uuid4().hex  # in its environment and its children's: found by it
+        self._ledger_put(tag, {"command": text})  # before it runs: a start cut short too
+        proc = RemoteProcess(self, text, stdin, stdout, stderr, tag)
         try:
             self._loop.call(proc._start(conn), self.target.connect_timeout + 10.0)
         except (OSError, asyncssh.Error, TimeoutError) as exc:
             proc._close_local()
-            raise HostError(f"host {self.name}: cannot start {text!r}: {exc}") from None
+            raise HostError(f"host {self.name}: cannot start {text!r}: "
+                            f"{exc or type(exc).__name__}") from None
         self.started[proc.pid] = text
-        self._write_ledger(proc.pid, text)
         return proc
 
     # -- the ledger ----------------------------------------------------------------
 
-    def _read_ledger(self) -> dict[str, dict[str, str]]:
+    def _ledger(self) -> dict[str, dict[str, str]]:
         if self.ledger is None:
             return {}
         try:
@@ -216,26 +221,29 @@ class SshHost:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def _write_ledger(self, pid: int, command: str) -> None:
+    def _ledger_put(self, tag: str, entry: dict[str, str]) -> None:
         if self.ledger is None:
             return
-        started = self.run(f"ps -o lstart= -p {int(pid)}", timeout=15.0).stdout.strip()
-        entries = self._read_ledger()
-        entries[str(pid)] = {"command": command, "started": started}
+        entries = self._ledger()
+        entries[tag] = entry
         self.ledger.parent.mkdir(parents=True, exist_ok=True)
         self.ledger.write_text(json.dumps(entries))
 
     def stop_leftovers(self) -> list[str]:
-        """End the process groups an earlier session started here and could not stop,
-        those still running with the start time it recorded (not a process that reused
-        the pid since); returns their commands."""
-        entries = self._read_ledger()
+        """End what an earlier session started here and could not stop: every process
+        whose environment carries a tag it recorded (the command and its children,
+        also when the session was lost before it learned the pid); returns their
+        commands."""
         stopped = []
-        for pid, entry in entries.items():
-            now = self.run(f"ps -o lstart= -p {int(pid)}", timeout=15.0).stdout.strip()
-            if now and now == entry.get("started"):
-                self.run(f"kill -TERM -- -{int(pid)} 2>/dev/null; sleep {STOP_GRACE:g}; "
-                         f"kill -KILL -- -{int(pid)} 2>/dev/null; true", timeout=30.0)
+        for tag, entry in self._ledger().items():
+            if not re.fullmatch(r"[0-9a-f]{32}", tag):
+                continue
+            found = self.run(f"grep -lsa {TAG_VAR}={tag} /proc/[0-9]*/environ "
+                             "| cut -d/ -f3", timeout=15.0).stdout.split()
+            pids = " ".join(p for p in found if p.isdigit())
+            if pids:
+                self.run(f"kill -TERM {pids} 2>/dev/null; sleep {STOP_GRACE:g}; "
+                         f"kill -KILL {pids} 2>/dev/null; true", timeout=30.0)
                 stopped.append(str(entry.get("command", "")))
         if self.ledger is not None:
             self.ledger.unlink(missing_ok=True)
@@ -272,20 +280,21 @@ class SshHost:
 
     def stop_all(self) -> list[str]:
         """End every process group started here that still runs (SIGTERM, then SIGKILL
-        after STOP_GRACE); returns what was still running.  Reconnects if needed."""
-        if not self.started:
-            return []
-        pids = " ".join(str(p) for p in self.started)
-        alive = self.run(f"for p in {pids}; do kill -0 $p 2>/dev/null && echo $p; done",
-                         timeout=15.0).stdout.split()
-        stopped = [self.started[int(p)] for p in alive]
-        if alive:
-            groups = " ".join(f"-{p}" for p in alive)
-            self.run(f"kill -TERM -- {groups} 2>/dev/null; sleep {STOP_GRACE:g}; "
-                     f"kill -KILL -- {groups} 2>/dev/null; true", timeout=30.0)
+        after STOP_GRACE), and, with a ledger, every process carrying one of its tags
+        (a start whose pid never came back); returns what was still running.
+        Reconnects if needed."""
+        stopped: list[str] = []
+        if self.started:
+            pids = " ".join(str(p) for p in self.started)
+            alive = self.run(f"for p in {pids}; do kill -0 $p 2>/dev/null && echo $p; done",
+                             timeout=15.0).stdout.split()
+            stopped = [self.started[int(p)] for p in alive]
+            if alive:
+                groups = " ".join(f"-{p}" for p in alive)
+                self.run(f"kill -TERM -- {groups} 2>/dev/null; sleep {STOP_GRACE:g}; "
+                         f"kill -KILL -- {groups} 2>/dev/null; true", timeout=30.0)
+        stopped += [c for c in self.stop_leftovers() if c not in stopped]
         self.started.clear()
-        if self.ledger is not None:
-            self.ledger.unlink(missing_ok=True)
         return stopped
 
 
@@ -295,9 +304,10 @@ class RemoteProcess:
     ``terminate``, ``send_signal``."""
 
     def __init__(self, host: SshHost, command: str, stdin: Any, stdout: Any,
-                 stderr: Any) -> None:
+                 stderr: Any, tag: str = "") -> None:
         self.host = host
         self.command = command
+        self.tag = tag
         self.args = command
         self.pid = 0
         self.returncode: int | None = None
@@ -333,8 +343,9 @@ class RemoteProcess:
         else:  # an open file: a copy of its descriptor outlives the caller's close
             self._err = os.fdopen(os.dup(stderr.fileno()), "wb", buffering=0)
             kwargs["stderr"] = self._err
+        tag = f"export {TAG_VAR}={self.tag}; " if self.tag else ""
         process = await conn.create_process(
-            f'echo "dcnlab-pid $$"; exec {self.command}', **kwargs)
+            f'echo "dcnlab-pid $$"; {tag}exec {self.command}', **kwargs)
         line = await process.stdout.readline()
         if not line.startswith(PID_LINE):
             process.close()

@@ -24,6 +24,7 @@ import ipaddress
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -153,6 +154,13 @@ class _Run:
                     proc.kill()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=10)
+            # what runs in the namespace besides (sshd's per-login children, what the
+            # tests started over SSH) lives in a namespace of this run: ours to end
+            pids = subprocess.run(["ip", "netns", "pids", node.netns], capture_output=True,
+                                  text=True).stdout.split()
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
             subprocess.run(["ip", "netns", "delete", node.netns], capture_output=True)
         if self._bridge is not None:
             subprocess.run(["ip", "link", "delete", self._bridge], capture_output=True)

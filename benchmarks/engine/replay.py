@@ -251,14 +251,18 @@ def _start_agent(endpoint: Endpoint, flows: list[Flow], hosts: dict[str, Endpoin
                     transport, transport_options)
     plan_path.write_text(json.dumps(plan))
     agent_plan = str(plan_path)
-    if remote is not None:
-        agent_plan = str(PurePosixPath(remote.workdir) / plan_path.name)
-        remote.put(plan_path, agent_plan)
-        python = remote.python
     log = run_dir / f"agent_{endpoint.name}.log"
-    with open(log, "wb") as stderr:
-        proc = endpoint.popen([python, "-m", AGENT_MODULE, agent_plan],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
+    try:  # a lab host can be lost here too: no agent, and the replay says which
+        if remote is not None:
+            agent_plan = str(PurePosixPath(remote.workdir) / plan_path.name)
+            remote.put(plan_path, agent_plan)
+            python = remote.python
+        with open(log, "wb") as stderr:
+            proc = endpoint.popen([python, "-m", AGENT_MODULE, agent_plan],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=stderr)
+    except Exception as exc:  # noqa: BLE001 - any host's failure is this replay's error
+        raise ReplayError(f"agent on {endpoint.name} could not start: {exc}") from None
     assert proc.stdout is not None
     os.set_blocking(proc.stdout.fileno(), False)
     return _Agent(endpoint, proc, log, records, fetch)

@@ -11,6 +11,7 @@ gives on Mininet, every flow completes, and nothing started on a host outlives t
 from __future__ import annotations
 
 import csv
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +21,10 @@ import yaml
 from emulated_lab import EmulatedLab, available
 from waiting import wait_for
 
-from dcnlab.benchmarks.engine import run_experiment
+from dcnlab.benchmarks.engine import ExperimentError, run_experiment
 from dcnlab.benchmarks.engine.fabric import FabricRequest
 from dcnlab.benchmarks.engine.spec import flows_for, load_spec
+from dcnlab.benchmarks.engine.table import fmt
 from dcnlab.lab import spec as lab_spec
 from dcnlab.lab.describe import describe, render
 from dcnlab.lab.fabric import LabPlace
@@ -167,21 +169,33 @@ def test_a_host_lost_mid_run_keeps_every_row_and_resume_finishes(
     path = tmp_path / "lablost.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     out = tmp_path / "out"
-    lost = lab.hosts[-1]
-    plan = out / "runs" / "ecmp" / "seed1_load0.3" / f"plan_{lost.name}.json"
+    # a host that sends in the first run: it has an agent there to lose
+    sender = flows_for(load_spec(path), 1, 0.3)[0].src
+    lost = next(h for h in lab.hosts if h.name == sender)
+    plan = out / "runs" / "ecmp" / f"seed1_load{fmt(0.3)}" / f"plan_{lost.name}.json"
+
+    def agent_sends() -> bool:
+        """Its agent has recorded a flow: it runs, and its start is long over.  (The
+        emulated hosts share this machine's files, so the host's run directory is
+        visible here.)"""
+        return plan.exists() and any(
+            p.stat().st_size > 0
+            for p in Path("/var/tmp").glob(f"dcnlab-lab{os.getpid()}-*/records_{lost.name}.jsonl"))
 
     def cut_when_running() -> None:
-        wait_for(plan.exists, 120.0)  # its agent is starting: the run is under way
+        wait_for(agent_sends, 120.0)
         lab.cut(lost)
 
     cutter = threading.Thread(target=cut_when_running)
     cutter.start()
     try:
-        first = run_experiment(path, out, progress=False, place=place)
+        with pytest.raises(ExperimentError) as stopped:
+            run_experiment(path, out, progress=False, place=place)
     finally:
         cutter.join()
         lab.cut(lost, up=True)
-    assert not first.ok
+    first = stopped.value.result
+    assert first is not None and not first.ok
     assert any(f"agent on {lost.name}" in e for e in first.errors), first.errors
     rows = _rows(out / "flows.csv")
     flows = flows_for(load_spec(path), 1, 0.3) + flows_for(load_spec(path), 2, 0.3)
