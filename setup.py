@@ -10,7 +10,7 @@ import sysconfig
 
 from setuptools import setup
 
-_SUBPACKAGES = ("controller", "apps", "topo", "benchmarks", "hosts")
+_SUBPACKAGES = ("controller", "apps", "topo", "benchmarks", "hosts", "lab")
 
 
 def _packages() -> tuple[list[str], dict[str, str]]:
@@ -62,6 +62,7 @@ setup(
         "PyYAML==6.0.3",
         "matplotlib==3.11.2",
         "mininet==2.3.0.dev6",
+        "asyncssh==2.24.1",  # lab mode: the hosts are driven over SSH
     ],
     extras_require={"dev": ["pytest==9.2.0", "ruff==0.17.6", "hypothesis==6.170.15"]},
     entry_points={"console_scripts": [

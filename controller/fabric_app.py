@@ -215,6 +215,9 @@ class FabricApp(app_manager.RyuApp):
             "warnings": list(self.warnings),
             "links": sum(1 for *_, up in self.view.links() if up),
             "links_down": [[a, b] for a, _, b, _, up in self.view.links() if not up],
+            "fabric": [[a, ap, b, bp, int(up)] for a, ap, b, bp, up in self.view.links()],
+            "host_locations": {h.ip: {"mac": h.mac, "dpid": h.dpid, "port": h.port}
+                               for h in self.view.hosts},
             "settled": self.settled,
             "hosts": len(self.view.hosts),
             "descriptions": {str(k): v for k, v in self.descriptions.items()},

@@ -28,6 +28,7 @@ from dcnlab.topo.spec import (
 
 if TYPE_CHECKING:
     from dcnlab.benchmarks.engine.reproduction.runner import ReproductionResult
+    from dcnlab.lab.fabric import LabPlace
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -129,6 +130,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         _die("give an experiment file (or --resume DIR)")
     # A bad spec file or scenario name is reported before asking for root.
     specs = select_scenarios(load_specs(args.experiment), wanted)
+    place = _lab_place(args.lab) if args.lab is not None else None
+    for spec in specs if place is not None else []:
+        why = place.refuse(spec)
+        if why is not None:
+            scenario = f" / {spec.scenario}" if spec.scenario else ""
+            _die(f"{spec.name}{scenario} cannot run on the lab {args.lab}: {why}")
     if args.resume is not None and args.seeds is not None:
         try:  # seeds that drop a recorded one: a usage error, before root
             for spec in specs:
@@ -138,7 +145,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _require_root()
     result = run_experiment(args.experiment, args.out, progress=not args.quiet,
                             resume=args.resume is not None, scenarios=wanted,
-                            seeds=args.seeds)
+                            seeds=args.seeds, place=place)
     if args.quiet:  # otherwise the progress output already ended with table and place
         print(result.table)
         print(f"dcnlab: results in {result.out_dir}")
@@ -154,6 +161,35 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for error in result.errors:
         print(f"dcnlab: error: {error}", file=sys.stderr)
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _lab_place(path: str) -> LabPlace:
+    """The lab file's place to run (a bad file is a usage error, before root)."""
+    from dcnlab.lab.fabric import LabPlace
+    from dcnlab.lab.spec import LabFileError, load
+
+    try:
+        return LabPlace(load(path))
+    except LabFileError as exc:
+        _die(str(exc))
+
+
+def _cmd_lab(args: argparse.Namespace) -> int:
+    import tempfile
+
+    place = _lab_place(args.lab_file)
+    if args.action == "prepare":
+        from dcnlab.lab import prepare
+
+        reports = prepare.prepare(place.lab, place.loop)
+        print(prepare.render(reports))
+        return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILED
+    from dcnlab.lab.describe import describe, render
+
+    with tempfile.TemporaryDirectory(prefix="dcnlab-lab-") as scratch:
+        desc = describe(place.lab, Path(args.out or scratch), place.loop)
+        print(render(desc))
+    return EXIT_OK if desc.ok else EXIT_FAILED
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -604,6 +640,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="continue the interrupted or failed experiment in DIR: keep its "
                      "finished runs, run the rest")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--lab", metavar="LAB.yaml", default=None,
+                     help="run on the lab this file describes (real OpenFlow switches and "
+                     "servers over SSH; docs/lab.md) instead of Mininet")
     run.add_argument("--scenarios", metavar="A,B", default=None,
                      help="run only these scenarios of the experiment file")
     run.add_argument("--seeds", metavar="LIST", type=_seeds_arg, default=None,
@@ -683,6 +722,32 @@ def build_parser() -> argparse.ArgumentParser:
     topo.add_argument("--all", action="store_true",
                       help=f"list every host and link (default: at most {TOPO_LIST_LIMIT} "
                       "of each list)")
+
+    lab = _add(sub, "lab", "describe or prepare a lab of real switches and servers",
+               "prepare: install dcnlab (a wheel built from this checkout, without its "
+               "dependencies: the traffic agents use the standard library only) in a "
+               "virtual environment at the lab file's python on every host, unless that "
+               "host has this checkout's already, and report per host what is ready, what "
+               "is missing (with the fix) and which kernel features some schemes need "
+               "(cgroup v2, BTF, MPTCP). describe: reach every host of the lab file over "
+               "SSH (root login, kernel, "
+               "the data-plane interface and address, dcnlab on the file's python), start "
+               "the controller here in discovery mode on the file's address, let every "
+               "host ping every other, and print the switches, fabric links and host "
+               "attachments found, and where they differ from the lab file (docs/lab.md).",
+               "not needed here (the hosts' logins must be root)",
+               "the hosts with what each lacks, the switches, links and host attachments "
+               "found, the differences from the lab file",
+               [(EXIT_OK, "the lab is as the file says and every host is ready "
+                          "(prepare: every host is ready)"),
+                (EXIT_FAILED, "a difference, a host not ready, or the controller did not "
+                              "start: the output says which"),
+                (EXIT_USAGE, "usage error: a bad lab file")],
+               _cmd_lab)
+    lab.add_argument("action", choices=["describe", "prepare"], help="what to do")
+    lab.add_argument("lab_file", metavar="LAB.yaml", help="the lab file")
+    lab.add_argument("--out", default=None, help="where the controller's log and state go "
+                     "(default: a temporary directory, removed afterwards)")
 
     mp = sub.add_parser("mp", help="the multipath transport dcnlab-mp: serve, send, "
                         "schedulers ... (no root; dcnlab mp --help is its own help: "

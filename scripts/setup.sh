@@ -19,9 +19,11 @@ fi
 # iperf3/iputils-ping/ethtool/net-tools: traffic, checks, offloads, Mininet's ifconfig.
 # curl/ca-certificates: rustup's installer, where Rust is missing (scripts/install_rust.sh).
 # clang/llvm/libbpf-dev/bpftool/linux-libc-dev: the UC3 host agent's BPF sock_ops program.
+# openssh-server: the lab-mode tests' emulated hosts run their own sshd (each in a
+# namespace the test creates, with keys made for the run; tests/emulated_lab.py).
 APT_PACKAGES=(openvswitch-switch mininet iperf3 iputils-ping ethtool iproute2 net-tools
               python3-venv python3-dev build-essential pkg-config curl ca-certificates
-              clang llvm libbpf-dev bpftool linux-libc-dev)
+              clang llvm libbpf-dev bpftool linux-libc-dev openssh-server)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \

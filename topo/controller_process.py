@@ -50,8 +50,10 @@ class ControllerProcess:
     """
 
     def __init__(self, ryu_manager: str, app: str, app_args: Sequence[str], port: int,
-                 env: Mapping[str, str], cwd: Path, log_file: Path) -> None:
+                 env: Mapping[str, str], cwd: Path, log_file: Path,
+                 listen_host: str = CONTROLLER_HOST) -> None:
         self.ryu_manager = ryu_manager
+        self.listen_host = listen_host  # a lab's controller listens on its own address
         self.app = app
         self.app_args = list(app_args)
         self.port = port
@@ -65,18 +67,21 @@ class ControllerProcess:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
-    def start(self, netns_pid: int) -> int:
-        """Start it in the namespace held by ``netns_pid``; returns its pid at once.
+    def start(self, netns_pid: int | None) -> int:
+        """Start it in the namespace held by ``netns_pid`` (None: this process's own, as
+        on a lab); returns its pid at once.
 
         The caller records the pid first (teardown must know it even if the controller
         never comes up), then calls :meth:`wait_listening`.
         """
-        cmd = [shutil.which("mnexec") or "mnexec", "-a", str(netns_pid), self.ryu_manager,
-               "--ofp-tcp-listen-port", str(self.port), "--ofp-listen-host", CONTROLLER_HOST,
-               *self.app_args, self.app]
+        enter = ([shutil.which("mnexec") or "mnexec", "-a", str(netns_pid)]
+                 if netns_pid is not None else [])
+        cmd = [*enter, self.ryu_manager, "--ofp-tcp-listen-port", str(self.port),
+               "--ofp-listen-host", self.listen_host, *self.app_args, self.app]
         self._netns_pid = netns_pid
         with open(self.log_file, "ab") as logfile:
-            logfile.write(f"=== {time.strftime('%H:%M:%S')} {' '.join(cmd[3:])}\n".encode())
+            logfile.write(f"=== {time.strftime('%H:%M:%S')} "
+                          f"{' '.join(cmd[len(enter):])}\n".encode())
             logfile.flush()
             # Own session: a terminal Ctrl-C reaches us, and we stop ryu in order.
             self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logfile,
@@ -111,11 +116,11 @@ class ControllerProcess:
         while time.monotonic() < deadline:
             self.check_alive()
             for lip, lport, _rip, _rport, state in self._sockets():
-                if state == TCP_LISTEN and lport == self.port and lip in (CONTROLLER_HOST,
+                if state == TCP_LISTEN and lport == self.port and lip in (self.listen_host,
                                                                            "0.0.0.0"):
                     return
             time.sleep(0.1)
-        raise NetworkError(f"ryu-manager did not listen on {CONTROLLER_HOST}:{self.port} "
+        raise NetworkError(f"ryu-manager did not listen on {self.listen_host}:{self.port} "
                            f"within {timeout:g} s\n--- ryu-manager log tail ---\n"
                            f"{self.log_tail()}")
 
@@ -127,15 +132,17 @@ class ControllerProcess:
         database only every ~5 s, which would add seconds to every start and restart.)
         """
         return sum(1 for lip, lport, _rip, _rport, state in self._sockets()
-                   if lport == self.port and lip == CONTROLLER_HOST and state == TCP_ESTABLISHED)
+                   if lport == self.port and lip == self.listen_host
+                   and state == TCP_ESTABLISHED)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return tail(self.log_file, lines)
 
     def _sockets(self) -> list[tuple[str, int, str, int, str]]:
-        if self._netns_pid is None:
+        holder = self._netns_pid if self._netns_pid is not None else self.pid
+        if holder is None:
             raise NetworkError("ryu-manager was never started")
-        return tcp_sockets(self._netns_pid)
+        return tcp_sockets(holder)
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:

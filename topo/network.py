@@ -256,6 +256,11 @@ class Network:
         self.spec.switch(name)
         return self._mn()[self.prefix + name]
 
+    def host_files(self, name: str) -> None:
+        """Mininet hosts see this machine's files: nothing travels (the engine's fabric
+        protocol; a lab host returns how its files do)."""
+        return None
+
     def management_ip(self, host: str) -> str:
         """The host's address on the management network (needs ``management=True``)."""
         if not self.management:

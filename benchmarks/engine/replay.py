@@ -27,8 +27,8 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any
+from pathlib import Path, PurePosixPath
+from typing import IO, Any, Protocol
 
 from dcnlab.schemes.base import Transport
 
@@ -48,6 +48,19 @@ RX_PREFIX = "rx_"  # rx_<host>.jsonl: receiver byte counts per flow (rx_interval
 
 class ReplayError(RuntimeError):
     """Agents could not be started; nothing was replayed."""
+
+
+class HostFiles(Protocol):
+    """A host that does not share this machine's file system (a lab server): where the
+    agent's plan and records live there, the interpreter that has dcnlab, and how files
+    travel.  Mininet hosts share the file system and have none."""
+
+    workdir: str  # a directory on the host, the run's own
+    python: str
+
+    def put(self, local: Path, remote: str) -> None: ...
+
+    def get(self, remote: str, local: Path) -> None: ...
 
 
 @dataclass
@@ -71,6 +84,9 @@ class Endpoint:
     cgroup_procs: str | None = None
     # every address of the host (multi-homed hosts: one per interface); () = (ip,)
     addresses: tuple[str, ...] = ()
+    # None: the host sees run_dir (Mininet); else its plan goes there and its records
+    # come back from there
+    files: HostFiles | None = None
 
 
 @dataclass
@@ -88,6 +104,8 @@ class _Agent:
     proc: subprocess.Popen[bytes]
     log: Path
     records: Path
+    # (the host's copy, here) of the files its agent writes, for a host with HostFiles
+    fetch: list[tuple[str, Path]] = field(default_factory=list)
     buffer: bytes = b""
     ready: bool = False
     idle: bool = False
@@ -103,9 +121,10 @@ class _Agent:
 
 
 def plan_for(endpoint: Endpoint, flows: Iterable[Flow], hosts: dict[str, Endpoint],
-             records: Path, samples: Path | None, sample_interval: float,
-             port_ranges: dict[bool, tuple[int, int]] | None = None,
-             elephant: Callable[[Flow], bool] | None = None, rx: Path | None = None,
+             records: os.PathLike[str] | str, samples: os.PathLike[str] | str | None,
+             sample_interval: float, port_ranges: dict[bool, tuple[int, int]] | None = None,
+             elephant: Callable[[Flow], bool] | None = None,
+             rx: os.PathLike[str] | str | None = None,
              rx_interval: float = 0.0, transport: Transport | None = None,
              transport_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The JSON plan of one agent: the flows it sends and where its records go.
@@ -192,6 +211,8 @@ def replay(flows: list[Flow], hosts: dict[str, Endpoint], run_dir: Path, *,
         for agent in agents.values():
             _reap(agent)
         sel.close()
+        for agent in agents.values():
+            _fetch(agent)
     errors = [e for a in agents.values() for e in a.errors]
     records = merge_records(_read_records(a.records for a in agents.values()), flows,
                             dead={a.name for a in agents.values() if a.dead})
@@ -212,17 +233,51 @@ def _start_agent(endpoint: Endpoint, flows: list[Flow], hosts: dict[str, Endpoin
     for path in (records, samples, rx):
         if path is not None:
             path.unlink(missing_ok=True)  # a rerun into the same directory starts afresh
-    plan = plan_for(endpoint, flows, hosts, records, samples, sample_interval, port_ranges,
-                    elephant, rx, rx_interval, transport, transport_options)
     plan_path = run_dir / f"plan_{endpoint.name}.json"
+    remote = endpoint.files
+    fetch: list[tuple[str, Path]] = []
+
+    def there(local: Path | None) -> str | None:
+        """Where the agent writes ``local``'s file: itself, or the host's copy of it."""
+        if local is None:
+            return None
+        if remote is None:
+            return str(local)
+        fetch.append((str(PurePosixPath(remote.workdir) / local.name), local))
+        return fetch[-1][0]
+
+    plan = plan_for(endpoint, flows, hosts, there(records) or "", there(samples),
+                    sample_interval, port_ranges, elephant, there(rx), rx_interval,
+                    transport, transport_options)
     plan_path.write_text(json.dumps(plan))
+    agent_plan = str(plan_path)
     log = run_dir / f"agent_{endpoint.name}.log"
-    with open(log, "wb") as stderr:
-        proc = endpoint.popen([python, "-m", AGENT_MODULE, str(plan_path)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
+    try:  # a lab host can be lost here too: no agent, and the replay says which
+        if remote is not None:
+            agent_plan = str(PurePosixPath(remote.workdir) / plan_path.name)
+            remote.put(plan_path, agent_plan)
+            python = remote.python
+        with open(log, "wb") as stderr:
+            proc = endpoint.popen([python, "-m", AGENT_MODULE, agent_plan],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=stderr)
+    except Exception as exc:  # noqa: BLE001 - any host's failure is this replay's error
+        raise ReplayError(f"agent on {endpoint.name} could not start: {exc}") from None
     assert proc.stdout is not None
     os.set_blocking(proc.stdout.fileno(), False)
-    return _Agent(endpoint, proc, log, records)
+    return _Agent(endpoint, proc, log, records, fetch)
+
+
+def _fetch(agent: _Agent) -> None:
+    """A remote host's records, samples and receiver counts, copied here; one the agent
+    never wrote (it died first) is an error of that agent, not of the replay."""
+    files = agent.endpoint.files
+    for remote_path, local in agent.fetch if files is not None else []:
+        try:
+            files.get(remote_path, local)
+        except Exception as exc:  # noqa: BLE001 - the host's fault is reported, not raised
+            agent.errors.append(f"agent on {agent.name}: could not fetch {remote_path}: "
+                                f"{exc}")
 
 
 def _send(agent: _Agent, text: str) -> None:

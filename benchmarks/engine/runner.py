@@ -59,6 +59,7 @@ from . import (
     queueseries,
     switch_stats,
 )
+from .fabric import FabricRequest, Mininet, Place
 from .marking import assign_marks
 from .metrics import size_class
 from .progress import Progress
@@ -73,6 +74,7 @@ from .results import (
     SPEC_COPY,
     WORKLOAD_COLUMNS,
     CsvAppender,
+    read_json,
     span_seconds,
     write_csv,
     write_json,
@@ -134,6 +136,7 @@ class _State:
     progress: Progress
     meta: dict[str, Any]
     controller_csv: CsvAppender  # controller_stats.COLUMNS, one row per run
+    place: Place = field(default_factory=Mininet)  # where the fabrics come from
     network_csv: CsvAppender | None = None  # netstats.COLUMNS, one row per run
     switch_csv: CsvAppender | None = None  # switch_stats.COLUMNS, one row per run
     fairness_csv: CsvAppender | None = None  # fairness.COLUMNS, one row per run
@@ -159,14 +162,21 @@ class _Stop(Exception):
 def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None
                    = None, progress: bool = True, resume: bool = False,
                    scenarios: list[str] | None = None,
-                   seeds: list[int] | None = None) -> RunResult:
+                   seeds: list[int] | None = None, place: Place | None = None) -> RunResult:
     """Run the experiment in ``spec_path``; results go to ``out_dir``
     (default ``results/<name>``; with scenarios, one subdirectory per scenario).
     ``resume``: continue an interrupted or failed run in ``out_dir`` (see the module doc).
     ``scenarios``: run only these scenarios of the file.  ``seeds``: these seeds instead
     of the file's (every scenario); resuming, seeds may be added (see :func:`with_seeds`).
-    See the module doc for what happens on errors."""
+    ``place``: where the networks come from (default: Mininet on this machine; a lab:
+    dcnlab.lab).  See the module doc for what happens on errors."""
+    place = place if place is not None else Mininet()
     specs = select_scenarios(load_specs(spec_path), scenarios)
+    for spec in specs:
+        why = place.refuse(spec)
+        if why is not None:
+            name = spec.name + (f" / {spec.scenario}" if spec.scenario else "")
+            raise ExperimentError(f"{name} cannot run on {place.name}: {why}")
     out = Path(out_dir) if out_dir is not None else DEFAULT_RESULTS / specs[0].name
     outs = [out / spec.scenario if spec.scenario else out for spec in specs]
     specs = [with_seeds(spec, target if resume else None, seeds)
@@ -175,6 +185,13 @@ def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike
     done: list[set[tuple[str, int, float]] | None] = [
         _done_runs(target, spec) if resume else None
         for spec, target in zip(specs, outs, strict=True)]
+    if resume:  # a run continues where it began: a lab's results are not Mininet's
+        for target in outs:
+            recorded = (read_json(target / META_JSON).get("place", "mininet")
+                        if (target / META_JSON).exists() else place.name)
+            if recorded != place.name:
+                how = "give --lab LAB.yaml" if recorded == "lab" else "without --lab"
+                raise ExperimentError(f"{target} ran on {recorded}; resume it there ({how})")
     if not resume:
         for target in outs:
             if (target / FLOWS_CSV).exists():
@@ -195,7 +212,7 @@ def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike
     results: list[RunResult] = []
     try:
         for i, (spec, target, flows) in enumerate(zip(specs, outs, workloads, strict=True)):
-            results.append(_run_spec(spec, target, flows, bar, done[i]))
+            results.append(_run_spec(spec, target, flows, bar, done[i], place))
             if results[-1].errors:
                 reason = f"an earlier scenario failed: {results[-1].errors[0].splitlines()[0]}"
                 for later, later_out, later_flows in zip(specs[i + 1:], outs[i + 1:],
@@ -228,7 +245,8 @@ def _combine(out: Path, specs: list[ExperimentSpec], results: list[RunResult]) -
 
 
 def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float], list[Flow]],
-              bar: Progress, done: set[tuple[str, int, float]] | None = None) -> RunResult:
+              bar: Progress, done: set[tuple[str, int, float]] | None = None,
+              place: Place | None = None) -> RunResult:
     """One experiment (or scenario) into ``out``; errors end up in the result.  ``done``
     (resuming; None for a fresh directory): runs already recorded there, kept and
     skipped."""
@@ -251,13 +269,15 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
             {"seed": seed, "load": value, "flow_id": f.id, **f.to_dict()}
             for (seed, value), flows in workloads.items() for f in flows))
         meta = _initial_meta(spec, workloads)
+        meta["place"] = (place or Mininet()).name  # where the runs ran (resume checks)
     meta["status"] = "running"
     write_json(out / META_JSON, meta)
     state = _State(spec, out, CsvAppender(out / FLOWS_CSV, flow_columns(spec)),
                    CsvAppender(out / "samples.csv", SAMPLE_COLUMNS)
                    if spec.agent.sample_interval > 0 else None, bar, meta,
                    CsvAppender(out / controller_stats.CONTROLLER_CSV,
-                               controller_stats.COLUMNS))
+                               controller_stats.COLUMNS),
+                   place if place is not None else Mininet())
     state.network_csv = CsvAppender(out / netstats.NETWORK_CSV, netstats.COLUMNS)
     state.switch_csv = CsvAppender(out / switch_stats.SWITCH_CSV, switch_stats.COLUMNS)
     state.paths_csv = CsvAppender(out / pathdiag.PATHS_CSV, pathdiag.COLUMNS)
@@ -450,7 +470,7 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
              ) -> Iterator[tuple[Any, HostSession | None]]:
     """A started network for ``scheme`` (and its host parts, if it has them) that will
     carry ``runs``; stopped, with the host parts, when the block ends."""
-    from dcnlab.topo.network import EmulationWarning, Network, NetworkError
+    from dcnlab.topo.errors import EmulationWarning, NetworkError
 
     spec = state.spec
     kind = scheme.switch or spec.switch
@@ -472,10 +492,11 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
             session.stop(None)
         state.errors.append(f"scheme {scheme.name}: congestion control: {exc}")
         raise _Stop from None
-    net = Network(topology, app=scheme.app, switch=kind, run_dir=run_dir,
-                  app_env={**scheme.env, **(session.app_env() if session else {})},
-                  app_args=scheme.app_args, switch_options=options or None,
-                  management=session is not None and session.management)
+    net = state.place.make(FabricRequest(
+        topology, scheme.app, kind, run_dir,
+        app_env={**scheme.env, **(session.app_env() if session else {})},
+        app_args=scheme.app_args, switch_options=options or None,
+        management=session is not None and session.management))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", EmulationWarning)  # kept in net.warnings
@@ -559,7 +580,7 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
                                   dctcp.resolve(scheme.congestion
                                                 or spec.congestion_for(h.name)),
                                   agents.cgroup_procs(h.name) if agents else None,
-                                  tuple(i.ip for i in h.interfaces))
+                                  tuple(i.ip for i in h.interfaces), net.host_files(h.name))
                  for h in net.spec.hosts}
     known = registry.lookup(scheme.app)
     transport = known.transport if known is not None else None

@@ -64,6 +64,14 @@ class PortCounters(TypedDict):
     tx_dropped: int
 
 
+class HostSeen(TypedDict):
+    """Where the controller saw a host's address (ARP, or the topology)."""
+
+    mac: str
+    dpid: int
+    port: int
+
+
 class ControllerState(TypedDict):
     """The state file: what every dcnlab app writes.  An app may add a section of its
     own under its scheme's name; the scheme declares it in its own package, as a
@@ -81,6 +89,9 @@ class ControllerState(TypedDict):
     warnings: list[str]  # the latest ones, oldest first
     links: int  # fabric links up
     links_down: list[list[int]]  # [dpid, dpid] pairs
+    # every fabric link [a, a_port, b, b_port, up] (a < b): what LLDP found, on a lab
+    fabric: list[list[int]]
+    host_locations: dict[str, HostSeen]  # IPv4 address -> where it was seen
     settled: bool  # discovery mode: LLDP quiet long enough to trust host-facing ports
     hosts: int  # hosts known
     descriptions: dict[str, str]  # dpid -> "manufacturer / hardware / software"

@@ -8,6 +8,7 @@ import math
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -239,3 +240,57 @@ def test_an_agent_joins_the_cgroup_it_is_given(tmp_path: Path) -> None:
                     drain=5.0)
     assert result.records[0]["status"] == "ok"
     assert procs.read_text() == str(result.agents["h1"]["pid"])
+
+
+class _FarFiles:
+    """A host whose files are elsewhere (a lab server's): a directory of its own that
+    only put/get reach, counting what travelled."""
+
+    def __init__(self, workdir: Path) -> None:
+        workdir.mkdir()
+        self.workdir = str(workdir)
+        self.python = sys.executable
+        self.moved: list[tuple[str, str]] = []
+
+    def put(self, local: Path, remote: str) -> None:
+        self.moved.append(("put", Path(remote).name))
+        Path(remote).write_bytes(local.read_bytes())
+
+    def get(self, remote: str, local: Path) -> None:
+        self.moved.append(("get", Path(remote).name))
+        local.write_bytes(Path(remote).read_bytes())
+
+
+def test_a_host_without_the_run_directory_gets_its_plan_and_gives_its_records(
+        tmp_path: Path) -> None:
+    far = {name: _FarFiles(tmp_path / f"far_{name}") for name in ("h1", "h2")}
+    hosts = {name: Endpoint(name, f"127.0.0.{i}", files=far[name])
+             for i, name in enumerate(("h1", "h2"), start=1)}
+    flows = [Flow(0, "h1", "h2", 50_000, 0.0, sport=22000),
+             Flow(1, "h2", "h1", 20_000, 0.05, sport=22001)]
+    run_dir = tmp_path / "run"
+    result = replay(flows, hosts, run_dir, drain=10.0, sample_interval=0.05)
+    assert result.errors == [] and {r["status"] for r in result.records.values()} == {"ok"}
+    assert result.records[0]["bytes"] == 50_000
+    for name, files in far.items():
+        # the agent read its plan from its own directory and wrote its records there
+        plan = json.loads((Path(files.workdir) / f"plan_{name}.json").read_text())
+        assert plan["records"] == f"{files.workdir}/records_{name}.jsonl"
+        assert files.moved == [("put", f"plan_{name}.json"), ("get", f"records_{name}.jsonl"),
+                               ("get", f"samples_{name}.jsonl")]
+        assert (run_dir / f"records_{name}.jsonl").read_text()  # fetched here
+
+
+def test_a_record_that_cannot_be_fetched_is_an_agent_error(tmp_path: Path) -> None:
+    files = _FarFiles(tmp_path / "far")
+
+    def refuse(remote: str, local: Path) -> None:
+        raise OSError("connection lost")
+
+    files.get = refuse  # type: ignore[method-assign]
+    hosts = {"h1": Endpoint("h1", "127.0.0.1", files=files), "h2": Endpoint("h2", "127.0.0.2")}
+    result = replay([Flow(0, "h1", "h2", 1_000, 0.0, sport=22010)], hosts, tmp_path / "run",
+                    drain=5.0)
+    assert any("agent on h1: could not fetch" in e and "connection lost" in e
+               for e in result.errors), result.errors
+    assert result.records[0]["status"] == "missing"  # no sender record came back

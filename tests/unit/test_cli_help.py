@@ -37,7 +37,7 @@ def test_top_level_help_lists_every_command_in_plain_text(
     assert not MARKUP.search(out), MARKUP.search(out)
     commands = _commands()
     assert set(commands) == {"up", "check", "run", "report", "reproduce", "schemes", "topo",
-                             "mp"}
+                             "lab", "mp"}
     for name in commands:
         # one line per command: its name, then a summary of its own
         line = next((x for x in out.splitlines() if x.split()[:1] == [name]), None)
@@ -46,15 +46,15 @@ def test_top_level_help_lists_every_command_in_plain_text(
 
 
 @pytest.mark.parametrize("command", ["up", "check", "run", "report", "reproduce", "schemes",
-                                     "topo"])
+                                     "topo", "lab"])
 def test_each_command_says_root_output_and_exit_status(
         command: str, capsys: pytest.CaptureFixture) -> None:
     out = _help([command, "--help"], capsys)
     assert not MARKUP.search(out), MARKUP.search(out)
     root = re.search(r"^root: (.*)$", out, re.M)
     assert root and re.search(r"^prints: \S", out, re.M), out
-    assert root.group(1).startswith("not needed" if command in ("report", "schemes", "topo")
-                                    else "needed")
+    assert root.group(1).startswith("not needed" if command in ("report", "schemes", "topo",
+                                                                "lab") else "needed")
     status = out[out.index("exit status:"):]
     codes = re.findall(r"^  (\d+) ", status, re.M)
     assert codes[0] == str(cli.EXIT_OK) and str(cli.EXIT_USAGE) in codes, status

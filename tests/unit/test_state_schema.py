@@ -75,6 +75,9 @@ def test_fabric_app_state_matches_the_schema(tmp_path: Path,
     assert state["ready"] and state["links_down"] and state["port_stats"]
     assert state["descriptions"] and state["entries"] and state["warnings"]
     assert "tcppath" not in state and "uc3" not in state
+    # what a lab's discovery is read from: every fabric link (one down) and host
+    assert len(state["fabric"]) == 32 and [ln[4] for ln in state["fabric"]].count(0) == 1
+    assert len(state["host_locations"]) == 16
     assert mismatches(state, ControllerState) == []
 
 
