@@ -19,7 +19,8 @@ def test_columns_and_references_in_one_run(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     schemes = [{"name": n, "app": "cfs", "transport_options": o} for n, o in (
         ("minrtt", {"scheduler": "minrtt"}), ("redundant", {"scheduler": "redundant"}),
-        ("cfs", {"scheduler": "cfs"}), ("tcp-path1", {"mode": "tcp", "path": 1}),
+        ("cfs", {"scheduler": "cfs"}), ("minrtt-warm", {"scheduler": "minrtt", "warm": True}),
+        ("tcp-path1", {"mode": "tcp", "path": 1}),
         ("tcp-path2", {"mode": "tcp", "path": 2}), ("kernel-mptcp", {"mode": "mptcp"}))]
     spec = {"name": "seed003-mini", "topology": "twopath:reorder=1", "switch": "ext",
             "schemes": schemes, "baseline": "minrtt", "seeds": [1], "warmup": 0,
@@ -30,7 +31,7 @@ def test_columns_and_references_in_one_run(tmp_path: Path,
     figures = saved_figures(monkeypatch)
     result, out = run_spec(spec, tmp_path)
     rows = csv_rows(out / "flows.csv")
-    assert len(rows) == 12 and all(r["status"] == "ok" for r in rows), \
+    assert len(rows) == 14 and all(r["status"] == "ok" for r in rows), \
         [(r["scheme"], r["error"]) for r in rows if r["status"] != "ok"]
     for r in rows:
         assert int(r["bytes"]) == SIZE, r
@@ -43,8 +44,13 @@ def test_columns_and_references_in_one_run(tmp_path: Path,
         assert len(per_subflow) == 2, r
         # every byte once, plus what was sent again; only redundant and CFS's tail repeat
         assert sum(per_subflow) == SIZE + dup, r
-        if r["scheme"] == "minrtt":
+        if r["scheme"] in ("minrtt", "minrtt-warm"):
             assert dup == 0, r
+        if r["scheme"] == "minrtt-warm":
+            # both subflows up from the first byte: once path 1's initial window is full,
+            # minRTT sends on path 2 too (without warm its 200 ms handshake may outlast
+            # the transfer)
+            assert per_subflow[1] > 0, r
         if r["scheme"] == "cfs":
             assert dup <= per_subflow[1], r  # CFS re-sends only what the slow path carried
         assert int(r["reorder_peak_bytes"]) >= 0

@@ -189,8 +189,16 @@ def test_bad_reference_options_are_refused_when_the_file_is_read() -> None:
         parse_spec(entry({"mode": "tcp", "path": 0}))
     with pytest.raises(SpecFileError, match="unknown scheduler 'fast'; valid: minrtt"):
         parse_spec(entry({"scheduler": "fast"}))
+    with pytest.raises(SpecFileError, match="warm 'yes': true or false"):
+        parse_spec(entry({"warm": "yes"}))
+    with pytest.raises(SpecFileError, match="warm: only with mode mp"):
+        parse_spec(entry({"mode": "tcp", "warm": True}))
     transport = registry.get("cfs").transport
     assert transport is not None
+    warm = transport.send("127.0.0.2:5600", 1000, ("127.0.0.1",), {"warm": True})
+    assert warm[warm.index("--warm") + 1] == "1"
+    assert "--warm" not in transport.send("127.0.0.2:5600", 1000, ("127.0.0.1",),
+                                          {"warm": False})
     with pytest.raises(ValueError, match="path 3: the sending host has 2 address"):
         transport.send("127.0.0.2:5600", 1000, ("127.0.0.1", "127.0.0.3"),
                        {"mode": "tcp", "path": 3})

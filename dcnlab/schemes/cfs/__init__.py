@@ -11,7 +11,9 @@ each subflow leaves by its own interface; :mod:`.check` is the ``dcnlab check``
 invariant: the same 64 KB and 1 MB transfers with minRTT and with CFS, all intact.
 In experiments the traffic agents send every TCP flow over ``dcnlab-mp``
 (:data:`TRANSPORT`); ``transport_options: {scheduler: ecf}`` in an experiment's scheme
-entry picks another scheduler (default ``cfs``).
+entry picks another scheduler (default ``cfs``), ``warm: true`` connects every subflow
+before the flow starts and counts its FCT from then (a connection kept open between
+transfers, where the scheduler has both paths from the first byte).
 
 The seed's references run through the same transport entry, so one experiment gives the
 whole table: ``mode: tcp`` sends each flow as one plain kernel TCP connection bound to
@@ -31,7 +33,8 @@ from typing import Any
 from ..base import CheckContext, CheckOutcome, Scheme, Transport
 
 TRANSPORT_PORT = 5600
-TRANSPORT_OPTIONS = ("scheduler", "window", "segment", "lowat", "timeout", "mode", "path")
+TRANSPORT_OPTIONS = ("scheduler", "window", "segment", "lowat", "timeout", "mode", "path",
+                     "warm")
 MODES = ("mp", "tcp", "mptcp")  # dcnlab-mp, plain TCP on one path, the kernel's MPTCP
 # flows.csv columns (from the sender's result line): bytes sent more than once, the
 # receiver's reorder-buffer peak, and the payload bytes each subflow carried (";"-joined,
@@ -59,6 +62,11 @@ def _check_options(options: Mapping[str, Any]) -> None:
             raise ValueError("path: only with mode tcp (the one path a plain TCP flow uses)")
         if not isinstance(path, int) or isinstance(path, bool) or path < 1:
             raise ValueError(f"path {path!r}: the client address's number, 1 or more")
+    if "warm" in options:
+        if not isinstance(options["warm"], bool):
+            raise ValueError(f"warm {options['warm']!r}: true or false")
+        if mode != "mp":
+            raise ValueError("warm: only with mode mp (dcnlab-mp's subflows connect first)")
     from dcnlab.hosts.mptransport import MpError, check_scheduler
 
     try:
@@ -90,7 +98,9 @@ def _send(dst: str, size: int, addresses: Sequence[str],
                              "address(es)")
         return [binary(), "plain-send", "--to", dst, "--size", str(size),
                 "--via", addresses[path - 1], *(["--mptcp", "1"] if mode == "mptcp" else [])]
-    rest = {k: v for k, v in options.items() if k not in ("scheduler", "mode")}
+    rest = {k: v for k, v in options.items() if k not in ("scheduler", "mode", "warm")}
+    if options.get("warm"):
+        rest["warm"] = 1  # every subflow connects before the flow starts (its FCT)
     return send_argv([dst], size, str(options.get("scheduler", "cfs")), via=addresses,
                      **rest)
 

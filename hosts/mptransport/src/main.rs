@@ -4,7 +4,7 @@
 //! dcnlab-mp serve --listen ADDR:PORT [--count N] [--idle SECONDS]
 //! dcnlab-mp send  --to ADDR:PORT[,ADDR:PORT...] [--via SRC[,SRC...]] --size SIZE
 //!                 [--scheduler NAME] [--window SIZE] [--segment SIZE] [--lowat SIZE]
-//!                 [--seed N] [--timeout SECONDS] [--kill INDEX@SIZE]
+//!                 [--seed N] [--timeout SECONDS] [--kill INDEX@SIZE] [--warm 1]
 //! dcnlab-mp plain-serve --listen ADDR:PORT [--count N]
 //! dcnlab-mp plain-send  --to ADDR:PORT --size SIZE [--via SRC]
 //! dcnlab-mp schedulers
@@ -137,6 +137,7 @@ fn cmd_send(argv: &[String]) -> Result<bool, String> {
             "seed",
             "timeout",
             "kill",
+            "warm",
         ],
     )?;
     let size = parse_size(args.need("size")?)?;
@@ -179,6 +180,11 @@ fn cmd_send(argv: &[String]) -> Result<bool, String> {
         }
         cfg.kill = Some((i, parse_size(at)?));
     }
+    cfg.warm = match args.get("warm") {
+        None | Some("0") => false,
+        Some("1") => true,
+        Some(v) => return Err(format!("--warm {v:?}: 1 or 0")),
+    };
     let rep = sender::send(&cfg)?;
     println!("{}", rep.json());
     Ok(rep.intact())

@@ -42,6 +42,10 @@ pub struct SendConfig {
     /// (`tcpi_retransmits`) counts as a failed path: it is closed and its data sent again
     /// on the others.
     pub max_rtos: u8,
+    /// Connect every subflow (handshake done, HELLO sent) before the flow starts, and
+    /// count the FCT from then: a connection kept open between transfers, as a browser's
+    /// connection reuse gives, where the scheduler has every path from the first byte.
+    pub warm: bool,
 }
 
 impl SendConfig {
@@ -57,6 +61,7 @@ impl SendConfig {
             timeout: Duration::from_secs(120),
             kill: None,
             max_rtos: 2,
+            warm: false,
         }
     }
 }
@@ -87,6 +92,8 @@ pub struct Report {
     pub cpu_s: f64,
     /// Bytes duplicated before the last new byte was assigned (0 for CFS: only the tail).
     pub dup_before_tail: u64,
+    /// With `warm`: how long connecting every subflow took (not part of the FCT).
+    pub connect: Option<Duration>,
 }
 
 impl Report {
@@ -117,8 +124,12 @@ impl Report {
             })
             .collect();
         let secs = self.fct.as_secs_f64();
+        let connect = self
+            .connect
+            .map(|d| format!(",\"warm\":true,\"connect_ms\":{:.3}", d.as_secs_f64() * 1e3))
+            .unwrap_or_default();
         format!(
-            "{{\"role\":\"sender\",\"scheduler\":{},\"size\":{},\"fct_ms\":{:.3},\"goodput_mbps\":{:.3},\"intact\":{},\"delivered\":{},\"dup_bytes\":{},\"dup_before_tail\":{},\"reinjected_bytes\":{},\"rx_dup_bytes\":{},\"peak_reorder_bytes\":{},\"cpu_s\":{:.4},\"subflows\":[{}]}}",
+            "{{\"role\":\"sender\",\"scheduler\":{},\"size\":{},\"fct_ms\":{:.3},\"goodput_mbps\":{:.3},\"intact\":{},\"delivered\":{},\"dup_bytes\":{},\"dup_before_tail\":{},\"reinjected_bytes\":{},\"rx_dup_bytes\":{},\"peak_reorder_bytes\":{},\"cpu_s\":{:.4}{},\"subflows\":[{}]}}",
             json_str(&self.scheduler),
             self.size,
             secs * 1e3,
@@ -131,6 +142,7 @@ impl Report {
             self.fin.dup_bytes,
             self.fin.peak_held,
             self.cpu_s,
+            connect,
             subs.join(",")
         )
     }
@@ -328,7 +340,7 @@ pub fn send(cfg: &SendConfig) -> Result<Report, String> {
             .unwrap_or(0);
         t ^ ((std::process::id() as u64) << 32)
     };
-    let start = Instant::now();
+    let mut start = Instant::now();
     let mut subs: Vec<Subflow> = Vec::new();
     for (i, (src, dst)) in cfg.paths.iter().enumerate() {
         let fd = match net::connect_from(*src, *dst, cfg.lowat) {
@@ -366,13 +378,23 @@ pub fn send(cfg: &SendConfig) -> Result<Report, String> {
             ended: false,
         });
     }
-    let result = run(cfg, &mut *sched, &mut subs, start);
+    let mut connect = None;
+    let result = if cfg.warm {
+        warm_up(&mut subs, start + cfg.timeout).and_then(|took| {
+            connect = Some(took);
+            start = Instant::now();
+            run(cfg, &mut *sched, &mut subs, start)
+        })
+    } else {
+        run(cfg, &mut *sched, &mut subs, start)
+    };
     for s in &subs {
         if s.alive {
             net::close(s.fd);
         }
     }
     let mut rep = result?;
+    rep.connect = connect;
     rep.cpu_s = net::cpu_seconds() - cpu0;
     rep.subflows = subs
         .iter()
@@ -388,6 +410,49 @@ pub fn send(cfg: &SendConfig) -> Result<Report, String> {
         })
         .collect();
     Ok(rep)
+}
+
+/// `warm`: waits until every subflow's handshake completed or failed, sending each one's
+/// HELLO as it connects; the subflows that failed are closed with their error, as in a
+/// transfer.  Returns how long it took; an error when none connected.
+fn warm_up(subs: &mut [Subflow], deadline: Instant) -> Result<Duration, String> {
+    let began = Instant::now();
+    let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(subs.len());
+    while subs.iter().any(|s| s.alive && !s.connected) {
+        if Instant::now() > deadline {
+            return Err("timed out connecting the subflows (--warm)".into());
+        }
+        pfds.clear();
+        pfds.extend(subs.iter().map(|s| libc::pollfd {
+            fd: if s.alive && !s.connected { s.fd } else { -1 },
+            events: libc::POLLOUT,
+            revents: 0,
+        }));
+        net::poll_us(&mut pfds, 20_000).map_err(|e| format!("poll: {e}"))?;
+        for (s, p) in subs.iter_mut().zip(&pfds) {
+            if p.revents & (libc::POLLOUT | libc::POLLERR | libc::POLLHUP) == 0 {
+                continue;
+            }
+            match net::so_error(s.fd) {
+                Ok(()) => {
+                    s.connected = true;
+                    s.refresh(); // the handshake's RTT: the scheduler's first estimate
+                    if let Err(e) = s.flush() {
+                        kill(s, format!("write: {e}"));
+                    }
+                }
+                Err(e) => kill(s, format!("connect {}: {e}", s.dst)),
+            }
+        }
+    }
+    if subs.iter().all(|s| !s.alive) {
+        let why: Vec<String> = subs.iter().filter_map(|s| s.error.clone()).collect();
+        return Err(format!(
+            "every subflow failed to connect: {}",
+            why.join("; ")
+        ));
+    }
+    Ok(began.elapsed())
 }
 
 /// A subflow the receiver closed after the whole transfer was acknowledged.

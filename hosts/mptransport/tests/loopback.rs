@@ -165,3 +165,49 @@ fn a_subflow_that_joins_after_its_connection_ended_is_closed_quietly() {
         );
     }
 }
+
+#[test]
+fn a_warm_connection_starts_once_every_subflow_connected() {
+    let (addr, h) = server(1);
+    let mut cfg = SendConfig::new(two_paths(addr), 1 << 20, "roundrobin");
+    cfg.warm = true;
+    cfg.timeout = Duration::from_secs(60);
+    let rep = send(&cfg).unwrap();
+    assert!(rep.intact(), "{}", rep.json());
+    assert!(rep.connect.is_some(), "{}", rep.json());
+    assert!(
+        rep.json().contains("\"warm\":true,\"connect_ms\":"),
+        "{}",
+        rep.json()
+    );
+    // both subflows were up when the first segment was scheduled: round-robin used both
+    assert!(rep.subflows.iter().all(|s| s.bytes > 0), "{}", rep.json());
+    assert!(h.join().unwrap()[0].contains("\"intact\":true"));
+}
+
+#[test]
+fn a_warm_subflow_that_cannot_connect_is_closed_and_the_others_carry_the_flow() {
+    let (addr, h) = server(1);
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap() // dropped: nothing listens there any more
+    };
+    let paths = vec![(Some("127.0.0.1:0".parse().unwrap()), addr), (None, closed)];
+    let mut cfg = SendConfig::new(paths, 256 << 10, "minrtt");
+    cfg.warm = true;
+    cfg.timeout = Duration::from_secs(60);
+    let rep = send(&cfg).unwrap();
+    assert!(rep.intact(), "{}", rep.json());
+    let err = rep.subflows[1].error.clone().unwrap_or_default();
+    assert!(err.starts_with("connect "), "{}", rep.json());
+    assert_eq!(rep.subflows[0].bytes, 256 << 10);
+    h.join().unwrap();
+
+    let mut none = SendConfig::new(vec![(None, closed)], 1000, "minrtt");
+    none.warm = true;
+    let e = send(&none).unwrap_err();
+    assert!(
+        e.starts_with("every subflow failed to connect: connect "),
+        "{e}"
+    );
+}
