@@ -22,10 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dcnlab.benchmarks.engine import schema
-from dcnlab.benchmarks.engine.schema import SpecFileError, from_mapping, join
+from dcnlab.benchmarks.engine.schema import SpecFileError, from_mapping, join, read_yaml
 from dcnlab.model.topology import TopologySpec
 
 NAME = re.compile(r"[a-z][a-z0-9_-]{0,14}")  # fits a Linux interface prefix, as Mininet's
@@ -148,14 +146,9 @@ def load(path: str | os.PathLike[str]) -> LabSpec:
     """Read and check a lab file; raises LabFileError naming the file and the field."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise LabFileError(path, "", f"cannot read it: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise LabFileError(path, "", f"not valid YAML{where}: "
-                           f"{getattr(exc, 'problem', None) or exc}") from None
+        data = read_yaml(path)
+    except ValueError as exc:
+        raise LabFileError(path, "", str(exc)) from None
     try:
         return parse(data)
     except SpecFileError as exc:

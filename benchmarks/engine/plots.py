@@ -188,7 +188,8 @@ def render_all(rows: Sequence[Mapping[str, Any]], summary: Sequence[SummaryRow],
                                                                schemes)
 
 
-def _num(value: Any) -> float:
+def as_float(value: Any) -> float:
+    """A CSV cell as a number (nan when empty or not a number)."""
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -199,24 +200,24 @@ def jain_timelines(series: Sequence[Mapping[str, Any]], out_dir: Path, sweep: st
                    schemes: Sequence[str]) -> list[Path]:
     by_load: dict[float, list[Mapping[str, Any]]] = defaultdict(list)
     for r in series:
-        by_load[_num(r["load"])].append(r)
+        by_load[as_float(r["load"])].append(r)
     files = []
     for load, rows in sorted(by_load.items()):
-        seed = min(int(_num(r["seed"])) for r in rows)
-        mine = [r for r in rows if int(_num(r["seed"])) == seed]
+        seed = min(int(as_float(r["seed"])) for r in rows)
+        mine = [r for r in rows if int(as_float(r["seed"])) == seed]
         fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.0, 5.6), sharex=True)
         for scheme in schemes:
-            pts = sorted((_num(r["t"]), _num(r["jain"]), _num(r["tcp_mbps"]))
+            pts = sorted((as_float(r["t"]), as_float(r["jain"]), as_float(r["tcp_mbps"]))
                          for r in mine if r["scheme"] == scheme)
             if not pts:
                 continue
             t, jain, tput = (np.asarray(v) for v in zip(*pts, strict=True))
             top.plot(t, jain, lw=1.0, label=scheme)
             bottom.plot(t, tput, lw=1.0, label=scheme)
-        burst = [_num(r["t"]) for r in mine if str(r.get("udp")) in ("1", "True")]
-        measured = [_num(r["t"]) for r in mine if str(r.get("measured")) in ("1", "True")]
+        burst = [as_float(r["t"]) for r in mine if str(r.get("udp")) in ("1", "True")]
+        measured = [as_float(r["t"]) for r in mine if str(r.get("measured")) in ("1", "True")]
         period = _period(mine)
-        active = [_num(r["t"]) for r in mine if _num(r.get("flows")) > 0]
+        active = [as_float(r["t"]) for r in mine if as_float(r.get("flows")) > 0]
         for ax in (top, bottom):
             if active:  # not the drain after the last flow stopped
                 ax.set_xlim(0, max(active) + period)
@@ -241,7 +242,7 @@ def jain_timelines(series: Sequence[Mapping[str, Any]], out_dir: Path, sweep: st
 
 
 def _period(rows: Sequence[Mapping[str, Any]]) -> float:
-    times = sorted({_num(r["t"]) for r in rows})
+    times = sorted({as_float(r["t"]) for r in rows})
     gaps = [b - a for a, b in zip(times, times[1:], strict=False) if b > a]
     return float(np.median(gaps)) if gaps else 0.0
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .netstats import hist_delta, hist_stats
+from .plots import as_float
 from .table import fmt
 
 QUEUE_CSV = "queue_series.csv"
@@ -95,13 +96,6 @@ def run_rows(scheme: str, load: float, seed: int,
 # ---------------------------------------------------------------------------- plot
 
 
-def _num(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def plot(rows: Sequence[Mapping[str, Any]], out_dir: Path, sweep: str,
          schemes: Sequence[str]) -> list[Path]:
     """``queue_time_<sweep><value>.png`` per sweep value: the bottleneck's queue against
@@ -115,21 +109,22 @@ def plot(rows: Sequence[Mapping[str, Any]], out_dir: Path, sweep: str,
 
     by_load: dict[float, list[Mapping[str, Any]]] = defaultdict(list)
     for r in rows:
-        by_load[_num(r.get("load"))].append(r)
+        by_load[as_float(r.get("load"))].append(r)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = []
     for load, mine in sorted(by_load.items()):
-        seed = min(int(_num(r["seed"])) for r in mine)
+        seed = min(int(as_float(r["seed"])) for r in mine)
         present = [s for s in schemes
-                   if any(r["scheme"] == s and int(_num(r["seed"])) == seed for r in mine)]
+                   if any(r["scheme"] == s and int(as_float(r["seed"])) == seed for r in mine)]
         if not present:
             continue
         fig, axes = plt.subplots(len(present), 1, figsize=(7.0, 1.9 * len(present) + 0.9),
                                  sharex=True, sharey=True, squeeze=False)
         for ax, scheme in zip(axes[:, 0], present, strict=True):
-            pts = sorted((_num(r["t"]), _num(r["qout_mean"]), _num(r["qlen_max"]),
-                          str(r.get("port", "")))
-                         for r in mine if r["scheme"] == scheme and int(_num(r["seed"])) == seed)
+            pts = sorted((as_float(r["t"]), as_float(r["qout_mean"]),
+                          as_float(r["qlen_max"]), str(r.get("port", "")))
+                         for r in mine
+                         if r["scheme"] == scheme and int(as_float(r["seed"])) == seed)
             t = [p[0] for p in pts]
             ax.step(t, [p[2] for p in pts], where="pre", lw=0.6, color="0.55",
                     label="peak in interval")
@@ -163,11 +158,11 @@ def read_courses(out: Path, scheme: str, seed: int | None = None
             rows = [r for r in csv.DictReader(fh) if r["scheme"] == scheme]
         if not rows:
             continue
-        want = seed if seed is not None else min(int(_num(r["seed"])) for r in rows)
+        want = seed if seed is not None else min(int(as_float(r["seed"])) for r in rows)
         by_load: dict[float, list[dict[str, str]]] = defaultdict(list)
         for r in rows:
-            if int(_num(r["seed"])) == want:
-                by_load[_num(r["load"])].append(r)
+            if int(as_float(r["seed"])) == want:
+                by_load[as_float(r["load"])].append(r)
         for load, mine in sorted(by_load.items()):
             name = d.name if d != out else ""
             courses[" ".join(filter(None, [name, f"{fmt(load)}", f"seed {want}"]))] = mine
@@ -186,7 +181,7 @@ def course_plot(courses: Mapping[str, Sequence[Mapping[str, Any]]], path: Path,
 
     fig, ax = plt.subplots(figsize=(7.0, 3.8))
     for label, rows in courses.items():
-        pts = sorted((_num(r["t"]), _num(r["qout_mean"])) for r in rows)
+        pts = sorted((as_float(r["t"]), as_float(r["qout_mean"])) for r in rows)
         ax.step([p[0] for p in pts], [p[1] for p in pts], where="pre", lw=0.9, label=label)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("Q_out, mean per stats interval (pkts)")

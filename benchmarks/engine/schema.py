@@ -20,7 +20,10 @@ import re
 import types
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar
+
+import yaml
 
 T = TypeVar("T")
 
@@ -69,6 +72,20 @@ def parse_mbit(value: Any) -> float:
 
 
 _UNIT_PARSERS = {"bytes": parse_bytes, "seconds": parse_seconds, "mbit": parse_mbit}
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file's data; ValueError saying why it cannot be had (unreadable, or not
+    YAML, with the line)."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read it: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ValueError(f"not valid YAML{where}: "
+                         f"{getattr(exc, 'problem', None) or exc}") from None
 
 
 def unknown_keys(data: Mapping[str, Any], known: list[str], path: str) -> None:

@@ -24,8 +24,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .. import schema
 from ..schema import SpecFileError, from_mapping, join
 from ..spec import ExperimentSpec, load_specs
@@ -182,14 +180,9 @@ def load_file(path: Path, experiments: Path | None = None) -> Paper:
     """Read and validate a paper file; ``experiments``: where its experiment files are
     (benchmarks/experiments/).  Raises PaperError naming the file, claim and field."""
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise PaperError(path, "", f"cannot read it: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise PaperError(path, "", f"not valid YAML{where}: "
-                         f"{getattr(exc, 'problem', None) or exc}") from None
+        data = schema.read_yaml(path)
+    except ValueError as exc:
+        raise PaperError(path, "", str(exc)) from None
     return parse(data, path, registry.EXPERIMENTS_DIR if experiments is None else experiments)
 
 
