@@ -95,9 +95,12 @@ def test_the_shipped_seed003_experiment_parses() -> None:
     from dcnlab.benchmarks.engine.spec import load_specs
 
     path = Path(__file__).resolve().parents[2] / "benchmarks/experiments/seed003.yaml"
-    specs = load_specs(path)
-    assert len(specs) == 3
-    for spec in specs:
+    specs = {s.scenario: s for s in load_specs(path)}
+    assert list(specs) == ["short", "warm", "long", "web"]
+    # warm: the claims' schedulers, each with both subflows up before its flows start
+    assert [(s.name, s.transport_options) for s in specs.pop("warm").schemes] == [
+        (name, {"scheduler": name, "warm": True}) for name in ("minrtt", "ecf", "cfs")]
+    for spec in specs.values():
         mp = [s for s in spec.schemes if s.transport_options.get("mode", "mp") == "mp"]
         assert [s.transport_options["scheduler"] for s in mp] == [
             "minrtt", "ecf", "blest", "redundant", "cfs"]
