@@ -4,6 +4,7 @@ document.py, figure.py).  The fixture's numbers are in reproduction_results.py."
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
@@ -16,7 +17,14 @@ from figure_content import panels, saved_figures
 from reproduction_results import EXPERIMENTS, FIXTURE, PAPERS, X, write_results
 
 from dcnlab.benchmarks.engine import netstats
-from dcnlab.benchmarks.engine.reproduction import document, extract, figure, papers
+from dcnlab.benchmarks.engine.reproduction import (
+    document,
+    extract,
+    figure,
+    papers,
+    publish,
+    registry,
+)
 from dcnlab.benchmarks.engine.reproduction import verdict as rule
 from dcnlab.benchmarks.engine.reproduction.errors import (
     MissingResultsError,
@@ -374,3 +382,119 @@ def test_a_baseline_from_another_scenario_is_read_from_its_results(
     with pytest.raises(MissingResultsError, match=r"claim across .*no results of "
                        r"tiny_sizes\.yaml scenario again \(the baseline's\)"):
         extract.extract(paper, results)
+
+
+# ---------------------------------------------------------------------------- updates
+
+
+def _rerun(results: Path, tmp_path: Path, factor: float) -> Path:
+    """A results directory holding only tiny.yaml, run again at another commit on
+    another machine for 600 s, with every queue of ``fast`` scaled by ``factor``."""
+    fresh = tmp_path / "fresh"
+    shutil.copytree(results / "tiny", fresh / "tiny")
+    meta = read_json(fresh / "tiny" / "meta.json")
+    write_json(fresh / "tiny" / "meta.json", {
+        **meta, "active_s": 600.0, "machine": {**meta["machine"], "cpus": 4},
+        "versions": {**meta["versions"], "git_commit": "f" * 40}})
+    with open(fresh / "tiny" / netstats.NETWORK_CSV, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        if row["scheme"] == "fast":
+            row["qout_mean"] = float(row["qout_mean"]) * factor
+    write_csv(fresh / "tiny" / netstats.NETWORK_CSV, netstats.COLUMNS, rows)
+    return fresh
+
+
+def test_an_update_reads_what_the_results_hold_and_keeps_the_rest(
+        paper: papers.Paper, results: Path, tmp_path: Path) -> None:
+    """tiny.yaml run again (fast's queue doubled): its claims' values are the new ones;
+    tiny_sizes.yaml's, which the new results lack, are the earlier summary's, and the
+    provenance names both runs, with tiny.yaml's earlier time replaced by its new."""
+    earlier = extract.extract(paper, results)
+    fresh = _rerun(results, tmp_path, 2.0)
+    updated = extract.extract(paper, fresh, previous=earlier)
+    queue = _entry(updated, metric="qout_mean", scheme="fast", load=2.0)
+    assert queue["seeds"] == {str(s): pytest.approx(200 * math.exp(x)) for s, x in X.items()}
+    for entry in earlier["series"] + earlier["paired"]:
+        if entry["experiment"] == "tiny_sizes.yaml":
+            assert entry in updated["series"] + updated["paired"], entry
+    assert len(updated["series"]) == len(earlier["series"])
+    assert len(updated["paired"]) == len(earlier["paired"])
+    run = updated["run"]
+    assert run["commits"] == ["0123456789abcdef0123456789abcdef01234567", "f" * 40]
+    assert [m["cpus"] for m in run["machines"]] == [2, 4]
+    # 3 x 1800 s before; tiny.yaml's 1800 s replaced by 600 s
+    assert run["duration_s"] == 2 * 1800 + 600
+    assert [(e["file"], e["scenario"], e["active_s"]) for e in run["experiments"]] == [
+        ("tiny.yaml", None, 600), ("tiny_sizes.yaml", "short", 1800),
+        ("tiny_sizes.yaml", "long", 1800)]
+    # the verdicts follow the new values: fast's queue at 2 e^x is no longer 0.4 of base's
+    verdicts = {(r.claim.id, r.condition) for r in evaluate(paper, updated)
+                if r.verdict == "direction" and r.claim.id == "fast-queue"}
+    assert verdicts, [(r.claim.id, r.verdict) for r in evaluate(paper, updated)]
+
+
+def test_an_update_names_a_value_neither_side_has(paper: papers.Paper, results: Path,
+                                                  tmp_path: Path) -> None:
+    earlier = extract.extract(paper, results)
+    earlier["series"] = [e for e in earlier["series"]
+                         if not (e["experiment"] == "tiny_sizes.yaml" and e["scheme"] == "fast")]
+    earlier["paired"] = [e for e in earlier["paired"] if e["scenario"] != "long"]
+    fresh = _rerun(results, tmp_path, 1.0)
+    with pytest.raises(MissingResultsError, match=r"claim short-sizes .*do not hold "
+                       r"tiny_sizes\.yaml scenario short, and the earlier summary has no "
+                       r"values of fast at size = 65536"):
+        extract.extract(paper, fresh, previous=earlier)
+    earlier = extract.extract(paper, results)
+    earlier["paired"] = [e for e in earlier["paired"] if e["scenario"] != "long"]
+    with pytest.raises(MissingResultsError, match=r"claim long-elephants .*no paired flows "
+                       r"of fast and base at size = 8388608"):
+        extract.extract(paper, fresh, previous=earlier)
+
+
+def test_an_update_of_an_experiment_of_unknown_length_says_its_time_is_a_bound(
+        paper: papers.Paper, results: Path, tmp_path: Path) -> None:
+    """A summary written before experiments kept active_s: an experiment it holds that
+    the update replaces cannot have its time taken off, so the total keeps it and the
+    document calls it an upper bound; an experiment it lacked adds its time, exactly."""
+    earlier = extract.extract(paper, results)
+    for entry in earlier["run"]["experiments"]:
+        del entry["active_s"]
+    fresh = _rerun(results, tmp_path, 1.0)
+    run = extract.extract(paper, fresh, previous=earlier)["run"]
+    assert (run["duration_s"], run["duration_upper_bound"]) == (3 * 1800 + 600, True)
+    assert "; at most 1 h 40 min of experiments (the total still counts runs that were " \
+        "replaced later" in document.provenance(run)
+    tiny = next(e for e in earlier["run"]["experiments"] if e["file"] == "tiny.yaml")
+    tiny.update(status="missing", started=None, finished=None)
+    earlier["run"]["duration_s"] = 2 * 1800
+    run = extract.extract(paper, fresh, previous=earlier)["run"]
+    assert run["duration_s"] == 2 * 1800 + 600 and "duration_upper_bound" not in run
+    assert "; 1 h 10 min of experiments; " in document.provenance(run)
+
+
+def test_publish_update_folds_new_results_into_the_committed_summary(
+        results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``publish PAPER --update DIR``: the committed summary updated with what DIR holds,
+    the document rendered from it (what the committed-documents test then checks)."""
+    monkeypatch.setattr(registry, "PAPERS_DIR", PAPERS)
+    monkeypatch.setattr(registry, "EXPERIMENTS_DIR", EXPERIMENTS)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in publish.names("p900"):
+        shutil.copy(FIXTURE / name, docs / name)
+    fresh = _rerun(results, tmp_path, 2.0)
+    assert publish.main(["p900", "--update", str(fresh), "--docs", str(docs)]) == 0
+    summary = read_json(docs / "p900.json")
+    assert summary["run"]["commits"][-1] == "f" * 40
+    assert _entry(summary, metric="qout_mean", scheme="fast", load=2.0)["seeds"]["1"] == \
+        pytest.approx(200 * math.exp(-1))
+    paper = papers.load_file(PAPERS / "p900.yaml", EXPERIMENTS)
+    assert (docs / "p900.md").read_text() == publish.render(paper, summary)
+    assert "commits 0123456, fffffff" in (docs / "p900.md").read_text()
+    # a directory that is not there, and --from with --update, are the caller's mistakes
+    assert publish.main(["p900", "--update", str(tmp_path / "none"), "--docs",
+                         str(docs)]) == 2
+    with pytest.raises(SystemExit) as exc:
+        publish.main(["p900", "--update", str(fresh), "--from", str(fresh)])
+    assert exc.value.code == 2

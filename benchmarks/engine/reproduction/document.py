@@ -76,9 +76,12 @@ def provenance(run: Mapping[str, Any]) -> str:
             parts.append(f"kernel {m['kernel']}")
         machines.append(", ".join(parts))
     versions = ", ".join(run.get("dcnlab") or []) or "unknown"
+    took = _duration(run.get("duration_s")) + " of experiments"
+    if run.get("duration_upper_bound"):
+        took = (f"at most {took} (the total still counts runs that were replaced later, "
+                "whose time the earlier summary did not record)")
     return (f"Run at {what}, {run.get('date') or 'an unknown date'}, on "
-            f"{'; '.join(machines) or 'an unknown machine'}; {_duration(run.get('duration_s'))}"
-            f" of experiments; dcnlab {versions}.")
+            f"{'; '.join(machines) or 'an unknown machine'}; {took}; dcnlab {versions}.")
 
 
 def _comparison(claim: Claim) -> str:

@@ -22,7 +22,17 @@ flows) and enough to regenerate the document byte for byte with the paper file. 
 ``series``: per (experiment, scenario, table, metric, class, scheme, sweep value) the
 value of every seed (null where a run has none), for the claim's scheme and its
 baseline; ``paired``: per-flow claims' paired aggregate.  Numbers carry 10 significant
-digits, so the file is stable across machines that parse the CSVs alike.
+digits, so the file is stable across machines that parse the CSVs alike.  Each entry of
+``run.experiments`` also keeps ``active_s``, the seconds that experiment ran.
+
+An *update* (``extract(..., previous=SUMMARY)``) reads the results that ``out`` holds
+and takes everything else from an earlier summary: a paper that gained an experiment,
+or a scenario run again, needs only that experiment's runs, not the raw results of all
+the others (which a summary never keeps).  An experiment and scenario that ``out``
+holds is read from ``out`` whole (its values replace the earlier ones); one it does
+not hold keeps the earlier summary's values, and a claim whose values are in neither
+names what is missing.  The provenance is merged: every commit and machine of both,
+the earlier time less that of the experiments ``out`` replaces, plus ``out``'s.
 """
 
 from __future__ import annotations
@@ -70,46 +80,111 @@ def _where(claim: Claim) -> str:
     return claim.experiment + (f" scenario {claim.scenario}" if claim.scenario else "")
 
 
-def extract(paper: Paper, out: Path) -> dict[str, Any]:
-    """The summary of the results under ``out`` for ``paper``'s claims.  Raises
-    MissingResultsError naming the claim and the file or column that is missing."""
+class _Earlier:
+    """An earlier summary's values, by key: what an update keeps of it."""
+
+    def __init__(self, summary: dict[str, Any]) -> None:
+        self.series = {series_key(e["experiment"], e["scenario"], e["table"], e["metric"],
+                                  e["class"], e["scheme"], e["load"]): e
+                       for e in summary.get("series") or []}
+        self.paired = {paired_key(e["experiment"], e["scenario"], e["metric"], e["class"],
+                                  e["scheme"], e["baseline"], e["load"]): e
+                       for e in summary.get("paired") or []}
+
+
+def extract(paper: Paper, out: Path, previous: dict[str, Any] | None = None
+            ) -> dict[str, Any]:
+    """The summary of the results under ``out`` for ``paper``'s claims; with
+    ``previous`` (an earlier summary of the same paper), an update of it (module doc).
+    Raises MissingResultsError naming the claim and the file or column that is
+    missing."""
     readers: dict[Path, tables.ResultsDir] = {}
     series: dict[tuple[Any, ...], dict[str, Any]] = {}
     paired: dict[tuple[Any, ...], dict[str, Any]] = {}
+    earlier = _Earlier(previous) if previous is not None else None
+
+    def reader(scenario: str | None, claim: Claim, whose: str) -> tables.ResultsDir | None:
+        """The results directory of the claim's experiment and ``scenario``; None when
+        ``out`` lacks it and an earlier summary is to give its values."""
+        where = experiment_dir(out, claim.experiment, scenario)
+        if (where / META_JSON).is_file():
+            return readers.setdefault(where, tables.ResultsDir(where))
+        if earlier is not None:
+            return None
+        what = (_where(claim) if whose == "scheme" else
+                f"{claim.experiment} scenario {scenario} (the baseline's)")
+        raise MissingResultsError(f"no results of {what}: {where / META_JSON} does not "
+                                  "exist (has it run?)")
+
     for claim in paper.claims:
-        where = experiment_dir(out, claim.experiment, claim.scenario)
         try:
-            if not (where / META_JSON).is_file():
-                raise MissingResultsError(f"no results of {_where(claim)}: {where / META_JSON}"
-                                          " does not exist (has it run?)")
-            reader = readers.setdefault(where, tables.ResultsDir(where))
             if claim.per == PER_FLOW:
-                _paired(claim, reader, paired)
+                results = reader(claim.scenario, claim, "scheme")
+                if results is None:
+                    _carry_paired(claim, earlier, paired)
+                else:
+                    _paired(claim, results, paired)
             else:
-                other = experiment_dir(out, claim.experiment, claim.baseline_where)
-                if not (other / META_JSON).is_file():
-                    raise MissingResultsError(
-                        f"no results of {claim.experiment} scenario "
-                        f"{claim.baseline_where} (the baseline's): {other / META_JSON} "
-                        "does not exist (has it run?)")
-                _series(claim, [(claim.scheme, claim.scenario, reader),
+                _series(claim, [(claim.scheme, claim.scenario,
+                                 reader(claim.scenario, claim, "scheme")),
                                 (claim.baseline or "", claim.baseline_where,
-                                 readers.setdefault(other, tables.ResultsDir(other)))],
-                        series)
+                                 reader(claim.baseline_where, claim, "baseline"))],
+                        series, earlier)
         except MissingResultsError as exc:
             raise MissingResultsError(f"claim {claim.id} ({claim.table} {claim.metric}, "
                                       f"class {claim.cls}): {exc}") from None
-    return {"format": FORMAT, "paper": paper.paper, "run": run_info(paper, out),
+    run = run_info(paper, out)
+    if previous is not None:
+        run = merge_runs(previous.get("run") or {}, run)
+    return {"format": FORMAT, "paper": paper.paper, "run": run,
             "series": list(series.values()), "paired": list(paired.values())}
 
 
-def _series(claim: Claim, sides: list[tuple[str, str | None, tables.ResultsDir]],
-            into: dict[tuple[Any, ...], dict[str, Any]]) -> None:
+def _series(claim: Claim, sides: list[tuple[str, str | None, tables.ResultsDir | None]],
+            into: dict[tuple[Any, ...], dict[str, Any]], earlier: _Earlier | None) -> None:
     """The per-seed values of both sides of the claim's comparison (scheme, the
-    scenario and the results directory its values come from) at its sweep values."""
+    scenario and the results directory its values come from, None: the earlier
+    summary's) at its sweep values."""
     for value in claim.values:
         for scheme, scenario, reader in sides:
-            _side(claim, scheme, scenario, reader, value, into)
+            if reader is None:
+                _carry_side(claim, scheme, scenario, value, earlier, into)
+            else:
+                _side(claim, scheme, scenario, reader, value, into)
+
+
+def _carry_side(claim: Claim, scheme: str, scenario: str | None, value: float,
+                earlier: _Earlier | None, into: dict[tuple[Any, ...], dict[str, Any]]
+                ) -> None:
+    """One side's per-seed values at one sweep value, as the earlier summary has them."""
+    key = series_key(claim.experiment, scenario, claim.table, claim.metric, claim.cls,
+                     scheme, value)
+    if key in into:
+        return
+    entry = earlier.series.get(key) if earlier is not None else None
+    if entry is None:
+        where = claim.experiment + (f" scenario {scenario}" if scenario else "")
+        raise MissingResultsError(
+            f"the results given do not hold {where}, and the earlier summary has no "
+            f"values of {scheme} at {claim.sweep} = {tables.value_text(value)} (run "
+            f"{where} into the results directory)")
+    into[key] = entry
+
+
+def _carry_paired(claim: Claim, earlier: _Earlier | None,
+                  into: dict[tuple[Any, ...], dict[str, Any]]) -> None:
+    baseline = claim.baseline or ""
+    for value in claim.values:
+        key = paired_key(claim.experiment, claim.scenario, claim.metric, claim.cls,
+                         claim.scheme, baseline, value)
+        entry = earlier.paired.get(key) if earlier is not None else None
+        if entry is None:
+            raise MissingResultsError(
+                f"the results given do not hold {_where(claim)}, and the earlier summary "
+                f"has no paired flows of {claim.scheme} and {baseline} at {claim.sweep} = "
+                f"{tables.value_text(value)} (run {_where(claim)} into the results "
+                "directory)")
+        into[key] = entry
 
 
 def _side(claim: Claim, scheme: str, scenario: str | None, reader: tables.ResultsDir,
@@ -169,10 +244,12 @@ def run_info(paper: Paper, out: Path) -> dict[str, Any]:
             if meta:
                 metas.append(meta)
             spec = meta.get("spec") or {}
-            experiments.append({"file": ref.file, "scenario": scenario,
-                                "status": meta.get("status", "missing"),
-                                "seeds": spec.get("seeds"), "started": meta.get("started"),
-                                "finished": meta.get("finished")})
+            entry = {"file": ref.file, "scenario": scenario,
+                     "status": meta.get("status", "missing"), "seeds": spec.get("seeds"),
+                     "started": meta.get("started"), "finished": meta.get("finished")}
+            if meta:
+                entry["active_s"] = round(_active_s(meta))
+            experiments.append(entry)
     # every session's: the first one's and each resumed one's (an experiment resumed at
     # another commit or on another machine ran part of its runs there)
     sessions = [s for m in metas for s in (m, *(m.get("resumed_sessions") or []))]
@@ -186,8 +263,7 @@ def run_info(paper: Paper, out: Path) -> dict[str, Any]:
     starts = [t for t in (meta_time(m.get("started")) for m in metas) if t is not None]
     # time spent running: active_s sums a resumed experiment's sessions; older results
     # have only their first start and last finish
-    spans = [(m["active_s"] if isinstance(m.get("active_s"), int | float) else
-              span_seconds(m)) for m in metas]
+    spans = [_active_s(m) for m in metas]
     return {
         "commits": list(dict.fromkeys(v["git_commit"] for v in versions
                                       if v.get("git_commit"))),
@@ -198,3 +274,54 @@ def run_info(paper: Paper, out: Path) -> dict[str, Any]:
         "dcnlab": list(dict.fromkeys(v["dcnlab"] for v in versions if v.get("dcnlab"))),
         "experiments": experiments,
     }
+
+
+def _active_s(meta: dict[str, Any]) -> float:
+    """The seconds an experiment ran: active_s sums a resumed experiment's sessions;
+    older results have only their first start and last finish."""
+    active = meta.get("active_s")
+    return float(active) if isinstance(active, int | float) else float(span_seconds(meta))
+
+
+def merge_runs(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The provenance of an update: ``new`` (run_info of the results given) over the
+    earlier summary's ``earlier``.  An experiment the results hold replaces the earlier
+    entry and its earlier time is taken off the total; where the earlier entry does not
+    record it (summaries written before ``active_s`` was kept) the total keeps it and
+    says so (``duration_upper_bound``: the document calls the time an upper bound)."""
+    def key(e: dict[str, Any]) -> tuple[Any, Any]:
+        return (e.get("file"), e.get("scenario"))
+
+    fresh = {key(e): e for e in new.get("experiments") or [] if e.get("status") != "missing"}
+    old = {key(e): e for e in earlier.get("experiments") or []}
+    duration = float(earlier.get("duration_s") or 0)
+    upper_bound = bool(earlier.get("duration_upper_bound"))
+    for k in fresh:
+        replaced = old.get(k)
+        if replaced is None or replaced.get("status") == "missing":
+            continue
+        if isinstance(replaced.get("active_s"), int | float):
+            duration -= float(replaced["active_s"])
+        else:
+            upper_bound = True  # its time is in the total, and cannot be taken off
+    # the paper's experiments, in its order (new lists them all, "missing" where the
+    # results given do not hold them: those keep their earlier entry)
+    experiments = [fresh.get(key(e)) or old.get(key(e)) or e
+                   for e in new.get("experiments") or []]
+    dates = [d for d in (earlier.get("date"), new.get("date")) if d]
+    machines = list(earlier.get("machines") or [])
+    machines += [m for m in new.get("machines") or [] if m not in machines]
+    merged = {
+        "commits": list(dict.fromkeys([*(earlier.get("commits") or []),
+                                       *(new.get("commits") or [])])),
+        "dirty": bool(earlier.get("dirty")) or bool(new.get("dirty")),
+        "date": min(dates) if dates else None,
+        "machines": machines,
+        "duration_s": round(duration + float(new.get("duration_s") or 0)),
+        "dcnlab": list(dict.fromkeys([*(earlier.get("dcnlab") or []),
+                                      *(new.get("dcnlab") or [])])),
+        "experiments": experiments,
+    }
+    if upper_bound:
+        merged["duration_upper_bound"] = True
+    return merged

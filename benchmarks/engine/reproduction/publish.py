@@ -11,6 +11,9 @@ until the documents are rendered again::
     python -m dcnlab.benchmarks.engine.reproduction.publish p002 --from results/p002
     # render every committed document again from its committed summary
     python -m dcnlab.benchmarks.engine.reproduction.publish --all
+    # fold the experiments a results directory holds into the committed summary (a
+    # paper that gained an experiment, a scenario run again): the rest stays as it was
+    python -m dcnlab.benchmarks.engine.reproduction.publish p002 --update DIR
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 from ..results import ResultsError, read_json
 from . import document, papers
 from .errors import ReproductionError
-from .extract import SUMMARY_JSON
+from .extract import SUMMARY_JSON, extract
 from .runner import write
 
 DOCS_DIR = papers.BENCHMARKS.parent / "docs" / "reproductions"
@@ -57,11 +60,18 @@ def render(paper: papers.Paper, summary: dict[str, Any]) -> str:
 
 
 def publish(paper_id: str, source: Path | None = None, docs: Path = DOCS_DIR,
-            papers_dir: Path | None = None, experiments: Path | None = None) -> list[Path]:
+            papers_dir: Path | None = None, experiments: Path | None = None,
+            update: Path | None = None) -> list[Path]:
     """Render ``paper_id``'s committed document and figure, from the summary in the
-    results directory ``source`` (copied in) or, without one, the committed summary."""
+    results directory ``source`` (copied in), from the committed summary updated with
+    the experiments the results directory ``update`` holds (extract.extract's update),
+    or, without either, from the committed summary."""
     paper = papers.load(paper_id, papers_dir, experiments)
-    if source is not None:
+    if update is not None:
+        if not update.is_dir():
+            raise ReproductionError(f"--update {update}: no such directory")
+        summary = extract(paper, update, previous=summary_of(paper_id, docs))
+    elif source is not None:
         try:
             summary = read_json(source / SUMMARY_JSON)
         except ResultsError as exc:
@@ -82,16 +92,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--from", dest="source", type=Path, metavar="DIR", default=None,
                         help="a dcnlab reproduce output directory whose reproduction.json "
                         "becomes the committed summary (one PAPER)")
+    parser.add_argument("--update", type=Path, metavar="DIR", default=None,
+                        help="a results directory laid out as dcnlab reproduce lays it out "
+                        "(DIR/<experiment>/<scenario>) holding some of the paper's "
+                        "experiments: their values replace or join the committed "
+                        "summary's, the rest stay (one PAPER)")
     parser.add_argument("--all", action="store_true",
                         help="every paper with a committed summary")
     parser.add_argument("--docs", type=Path, default=DOCS_DIR, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     wanted = list(args.papers) + (committed(args.docs)[0] if args.all else [])
-    if not wanted or (args.source is not None and len(wanted) != 1):
-        parser.error("give one PAPER with --from, or PAPER... / --all")
+    if args.source is not None and args.update is not None:
+        parser.error("give --from or --update, not both")
+    one = args.source is not None or args.update is not None
+    if not wanted or (one and len(wanted) != 1):
+        parser.error("give one PAPER with --from or --update, or PAPER... / --all")
     try:
         for paper_id in dict.fromkeys(wanted):
-            for path in publish(paper_id, args.source, args.docs):
+            for path in publish(paper_id, args.source, args.docs, update=args.update):
                 print(path)
     except ReproductionError as exc:
         print(f"publish: error: {exc}", file=sys.stderr)
