@@ -170,10 +170,11 @@ def read_courses(out: Path, scheme: str, seed: int | None = None
 
 
 def course_plot(courses: Mapping[str, Sequence[Mapping[str, Any]]], path: Path,
-                title: str) -> Path:
+                title: str, window: tuple[float, float] | None = None) -> Path:
     """Several runs' queues over time on one axis (a line per course, its time-weighted
     mean per stats interval): how the course changes with the scenario or sweep value,
-    as in paper 004's Fig. 8 (the queue for 4 to 64 flows)."""
+    as in paper 004's Fig. 8 (the queue for 4 to 64 flows).  ``window``: only the rows
+    whose interval ends inside (t0, t1] are drawn (one incast round, say)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -182,6 +183,8 @@ def course_plot(courses: Mapping[str, Sequence[Mapping[str, Any]]], path: Path,
     fig, ax = plt.subplots(figsize=(7.0, 3.8))
     for label, rows in courses.items():
         pts = sorted((as_float(r["t"]), as_float(r["qout_mean"])) for r in rows)
+        if window is not None:
+            pts = [p for p in pts if window[0] < p[0] <= window[1]]
         ax.step([p[0] for p in pts], [p[1] for p in pts], where="pre", lw=0.9, label=label)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("Q_out, mean per stats interval (pkts)")

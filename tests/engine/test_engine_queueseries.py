@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from dcnlab.benchmarks.engine import queueseries
 
@@ -84,3 +87,32 @@ def test_course_figure_puts_each_scenario_of_one_scheme_on_one_axis(tmp_path: Pa
     assert queue_course.main([str(tmp_path / "res"), "--scheme", "nosuch", "--out",
                               str(tmp_path / "x.png")]) == 1
     assert not (tmp_path / "x.png").exists()
+
+
+def test_course_figure_of_several_schemes_in_a_window(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """--scheme a,b draws a course per scheme; --window keeps the rows inside it (what
+    the plot was given is checked, not only that a file exists); a bad window is a
+    usage error."""
+    from dcnlab.benchmarks import queue_course
+
+    _write_series(tmp_path / "res", [
+        {"scheme": s, "load": 80, "seed": 1, "port": "s1:1", "t": t / 10, "qlen": 1,
+         "qlen_max": 2, "qout_mean": t, "qin": "", "drops": 0}
+        for s in ("droptail_tcp", "ecn_dctcp") for t in range(20)])
+    drawn: dict[str, Any] = {}
+
+    def spy(courses: Any, path: Path, title: str, window: Any = None) -> Path:
+        drawn.update(courses=dict(courses), window=window)
+        return real(courses, path, title, window=window)
+
+    real = queueseries.course_plot
+    monkeypatch.setattr(queueseries, "course_plot", spy)
+    out = tmp_path / "fig1c.png"
+    assert queue_course.main([str(tmp_path / "res"), "--scheme", "droptail_tcp,ecn_dctcp",
+                              "--window", "0.5,1", "--out", str(out)]) == 0
+    assert list(drawn["courses"]) == ["droptail_tcp: 80 seed 1", "ecn_dctcp: 80 seed 1"]
+    assert drawn["window"] == (0.5, 1.0) and out.stat().st_size > 0
+    with pytest.raises(SystemExit):
+        queue_course.main([str(tmp_path / "res"), "--scheme", "ecn_dctcp", "--window",
+                           "1,0.5", "--out", str(out)])
