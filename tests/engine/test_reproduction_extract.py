@@ -498,3 +498,30 @@ def test_publish_update_folds_new_results_into_the_committed_summary(
     with pytest.raises(SystemExit) as exc:
         publish.main(["p900", "--update", str(fresh), "--from", str(fresh)])
     assert exc.value.code == 2
+
+
+def test_an_update_never_compares_two_runs(results: Path, tmp_path: Path) -> None:
+    """A claim whose baseline comes from another scenario: an update that holds one of
+    the two scenarios is refused (the sides would be two runs); holding both, it reads
+    both from the results given."""
+    data = {
+        "paper": "p901", "title": "T",
+        "setting": {"platform": "ns-3", "rates": "1 Gbit/s", "run_length": "1 s"},
+        "experiments": [{"file": "tiny_sizes.yaml", "scenarios": ["short", "again"]}],
+        "claims": [{"id": "across", "says": "twice as fast as the other workload",
+                    "source": "Fig. 9", "experiment": "tiny_sizes.yaml",
+                    "scenario": "short", "baseline_scenario": "again", "table": "sizes",
+                    "metric": "fct_mean_ms", "scheme": "fast", "baseline": "base",
+                    "paper_value": 0.5, "direction": "lower"}]}
+    paper = papers.parse(data, tmp_path / "p901.yaml", EXPERIMENTS)
+    earlier = extract.extract(paper, results)
+    for missing, held in (("again", "short"), ("short", "again")):
+        fresh = tmp_path / f"only-{held}"
+        shutil.copytree(results / "tiny_sizes" / held, fresh / "tiny_sizes" / held)
+        with pytest.raises(MissingResultsError, match=rf"claim across .*hold tiny_sizes\.yaml "
+                           rf"scenario {held} but not scenario {missing}, the other side"):
+            extract.extract(paper, fresh, previous=earlier)
+    both = tmp_path / "both"
+    for scenario in ("short", "again"):
+        shutil.copytree(results / "tiny_sizes" / scenario, both / "tiny_sizes" / scenario)
+    assert extract.extract(paper, both, previous=earlier)["series"] == earlier["series"]

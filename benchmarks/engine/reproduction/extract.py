@@ -32,7 +32,10 @@ the others (which a summary never keeps).  An experiment and scenario that ``out
 holds is read from ``out`` whole (its values replace the earlier ones); one it does
 not hold keeps the earlier summary's values, and a claim whose values are in neither
 names what is missing.  The provenance is merged: every commit and machine of both,
-the earlier time less that of the experiments ``out`` replaces, plus ``out``'s.
+the earlier time less that of the experiments ``out`` replaces, plus ``out``'s.  A claim
+never compares values of two runs: when its sides come from two scenarios
+(``baseline_scenario``), ``out`` holds both or neither (the same flow lists measured on
+two days can differ by more than their intervals: docs/diagnoses/p000.md).
 """
 
 from __future__ import annotations
@@ -125,11 +128,20 @@ def extract(paper: Paper, out: Path, previous: dict[str, Any] | None = None
                 else:
                     _paired(claim, results, paired)
             else:
-                _series(claim, [(claim.scheme, claim.scenario,
-                                 reader(claim.scenario, claim, "scheme")),
-                                (claim.baseline or "", claim.baseline_where,
-                                 reader(claim.baseline_where, claim, "baseline"))],
-                        series, earlier)
+                sides = [(claim.scheme, claim.scenario, reader(claim.scenario, claim, "scheme")),
+                         (claim.baseline or "", claim.baseline_where,
+                          reader(claim.baseline_where, claim, "baseline"))]
+                if (sides[0][2] is None) != (sides[1][2] is None):
+                    # one side new, one from the earlier summary: two runs, perhaps at
+                    # other commits or on other machines, would be compared as one
+                    fresh = sides[0][1] if sides[0][2] is not None else sides[1][1]
+                    stale = sides[1][1] if sides[0][2] is not None else sides[0][1]
+                    raise MissingResultsError(
+                        f"the results given hold {claim.experiment} scenario {fresh} but "
+                        f"not scenario {stale}, the other side of the comparison: its two "
+                        "sides must come from one run (run both scenarios into the results "
+                        "directory)")
+                _series(claim, sides, series, earlier)
         except MissingResultsError as exc:
             raise MissingResultsError(f"claim {claim.id} ({claim.table} {claim.metric}, "
                                       f"class {claim.cls}): {exc}") from None
