@@ -6,6 +6,7 @@ program or file yields None, never an error (the run itself checks what it needs
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import shutil
@@ -47,10 +48,19 @@ def versions() -> dict[str, Any]:
             found[name] = None
     ovs = _run(["ovs-vswitchd", "--version"])
     found["openvswitch"] = ovs.splitlines()[0] if ovs else None
-    found["git_commit"] = _run(["git", "rev-parse", "HEAD"], cwd=REPO)
-    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO)
-    found["git_dirty"] = bool(status) if status is not None else None
+    found.update(_git())
     return found
+
+
+@functools.cache
+def _git() -> dict[str, Any]:
+    """The checkout's commit and whether it had local changes, read once per process:
+    the code a process runs is what it loaded when it started, so an experiment whose
+    later scenarios start after a commit was made meanwhile still names the commit (and
+    the local changes) its code came from."""
+    commit = _run(["git", "rev-parse", "HEAD"], cwd=REPO)
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO)
+    return {"git_commit": commit, "git_dirty": bool(status) if status is not None else None}
 
 
 def machine() -> dict[str, Any]:
