@@ -58,7 +58,8 @@ def _path(net: Network, src: str, dst: str) -> list[int] | None:
 def _path_and_entries(net: Network, src: str, dst: str
                       ) -> tuple[list[int] | None, dict[str, Any]]:
     """:func:`_path`, and for a failing assertion to show: each switch's entries towards
-    both hosts (switch -> port), the polling rounds and the counters it was read from."""
+    both hosts (switch -> port), the polling rounds and the counters it was read from, and
+    what the controller itself deleted of either host's entries (repairs, Path Fail)."""
     start = _rounds(net.state() or {})
     state = wait_state(net, lambda s: _rounds(s) >= start + 2, timeout=30.0)
     view = NetworkView.from_topology(net.spec)
@@ -68,7 +69,9 @@ def _path_and_entries(net: Network, src: str, dst: str
                       if mac[name] in t} for name in (src, dst)}
     seen = {"entries": entries, "rounds": (start, _rounds(state)),
             "counters": {k: v for k, v in (state.get("counters") or {}).items()
-                         if k.startswith("arppath_")}}
+                         if k.startswith("arppath_")},
+            "deleted": [d for d in section.get("deleted") or []
+                        if d[3] in (mac[src], mac[dst])]}
     return from_state(section).path(view, mac[src], mac[dst]), seen
 
 

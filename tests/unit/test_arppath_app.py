@@ -102,6 +102,10 @@ def test_a_link_down_deletes_what_every_switch_knows_of_the_addresses_over_it(
     learned = [f for sw in fab.net.switches.values() for f in sw.flows
                if f.cookie in (apl.COOKIE_FWD, apl.COOKIE_LOCK)]
     assert learned == []
+    # the state file says what the controller deleted, and why: both, on every switch
+    deleted = fab.app.state()["arppath"]["deleted"]  # type: ignore[typeddict-item]
+    assert sorted((why, where, mac) for _, why, where, mac in deleted) == [
+        ("path_fail", None, h1.mac), ("path_fail", None, h5.mac)]
     # the next frame explores again and the reply confirms a path over a live link
     sent = fab.ip(h1, h5)
     assert sent.to(h5.ip)
@@ -187,6 +191,10 @@ def test_an_entry_dangling_in_two_walks_is_deleted_and_whole_chains_stay(
     fab.poll_arppath()
     # h5 at h1's edge, h1 at the three other edges (learned from h1's broadcast via spine 2)
     assert fab.app.counters["arppath_repaired"] == 4
+    edges = {h.dpid for h in fab.view.hosts}
+    deleted = fab.app.state()["arppath"]["deleted"]  # type: ignore[typeddict-item]
+    assert sorted((why, where, mac) for _, why, where, mac in deleted) == sorted(
+        [("repair", h1.dpid, h5.mac)] + [("repair", e, h1.mac) for e in edges - {h1.dpid}])
     kept = {(d, format_mac(dict(f.match)["eth_dst"])) for d, sw in fab.net.switches.items()
             for f in sw.flows if f.cookie == apl.COOKIE_FWD}
     # each host at its own edge, and h1 at the other spines (down to h1's edge): whole

@@ -24,6 +24,7 @@ ENV_LOCK = "DCNLAB_ARPPATH_LOCK"
 DEFAULT_IDLE = 10  # s: learned forwarding entries (as TCP-Path's per-flow entries)
 DEFAULT_LOCK = 3  # s: locks (as TCP-Path's)
 SERIES_LEN = 600  # (wall time, entries) samples kept, one per polling round
+DELETED_LEN = 200  # the controller's latest deletions kept for the state file
 
 
 def _seconds(name: str, default: int) -> int:
@@ -53,6 +54,9 @@ class ArpPathPart:
         self.repairs = 0
         self._fresh: set[int] = set()  # switches whose entries arrived since the last walk
         self._suspects: set[tuple[int, str]] = set()  # dangling entries the last walk saw
+        # what the controller itself deleted, newest last: (wall time, why, switch or
+        # None for every switch, address); a path that vanished shows whether it was us
+        self.deleted: deque[tuple[float, str, int | None, str]] = deque(maxlen=DELETED_LEN)
 
     def attach(self, rules: SwitchRules, ports: SwitchPorts, routes_table: int) -> None:
         apl.attach(rules, ports, self.base, self.idle_timeout, self.lock_timeout,
@@ -111,10 +115,12 @@ class ArpPathPart:
         self._fresh = set()
         dangling = self.view.dangling(net)
         repair, self._suspects = sorted(dangling & self._suspects), dangling
+        now = round(time.time(), 3)
         for dpid, mac in repair:
             if dpid in datapaths:
                 datapaths[dpid].send_msg(delete_entry(datapaths[dpid], self.base, mac))
             self.view.tables.get(dpid, {}).pop(mac, None)  # gone until a poll says otherwise
+            self.deleted.append((now, "repair", dpid, mac))
         self.repairs += len(repair)
         return len(repair)
 
@@ -123,9 +129,11 @@ class ArpPathPart:
             for mac in macs:
                 for msg in delete_towards(dp, self.base, mac):
                     dp.send_msg(msg)
+        now = round(time.time(), 3)
         for mac in macs:
             for table in self.view.tables.values():
                 table.pop(mac, None)  # gone until a poll says otherwise
+            self.deleted.append((now, "path_fail", None, mac))
 
     def forget(self, dpid: int) -> None:
         self.view.forget(dpid)
@@ -160,4 +168,5 @@ class ArpPathPart:
             "series": list(self.series),
             "forwarding": {str(d): dict(sorted(t.items()))
                            for d, t in sorted(self.view.tables.items()) if t},
+            "deleted": [list(d) for d in self.deleted],
         }

@@ -23,6 +23,9 @@ class ArpPathState(TypedDict):
     entries_max: int
     series: list[tuple[float, int]]  # (wall time, entries over all switches), per round
     forwarding: dict[str, dict[str, int]]  # dpid -> address -> output port
+    # the controller's latest deletions, oldest first: [wall time, "repair" (a dangling
+    # chain) or "path_fail" (a dead link), dpid or None (every switch), address]
+    deleted: list[tuple[float, str, int | None, str]]
     polling: NotRequired[ArpPathPolling]  # the arppath app's own rounds
 
 
