@@ -230,3 +230,26 @@ def test_report_reproduction_regenerates_from_results(
     assert code == cli.EXIT_USAGE
     assert (f"claim fast-queue (network qout_mean, class all): {out / 'tiny' / 'network.csv'}"
             " does not exist") in err
+
+
+def test_resume_starts_a_scenario_the_experiment_file_gained_from_the_current_file(
+        fake: FakeRun, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Results begun when tiny_sizes.yaml had no 'long' scenario (its copy lacks it, the
+    file has it now and the paper file wants it): --resume continues the recorded
+    scenarios from the copy they began with and starts 'long' from the current file
+    (a fresh run into its own directory), instead of failing on a scenario the copy
+    does not know."""
+    out = write_results(tmp_path / "p900")
+    shutil.rmtree(out / "tiny_sizes" / "long")
+    for copy in (out / "tiny_sizes").glob("*/spec.yaml"):  # every scenario's copy
+        text = copy.read_text()
+        start, end = text.index("  long:\n"), text.index("  # the short sizes again")
+        copy.write_text(text[:start] + text[end:])  # the file as it was: no 'long'
+
+    code, _, err = _main(["reproduce", "p900", "--resume", str(out)], capsys)
+    assert code == cli.EXIT_OK, err
+    # 'short' is complete and left alone; 'long' starts afresh from the current file
+    assert [(c["file"], c["out"], c["scenarios"], c["resume"]) for c in fake.calls] == [
+        (EXPERIMENTS / "tiny_sizes.yaml", out / "tiny_sizes", ["long"], False)]
+    assert read_json(out / "reproduction.json")["series"] == \
+        read_json(FIXTURE / "p900.json")["series"]

@@ -10,7 +10,8 @@ experiment its own seeds (``seeds:``), run in place of the file's.  ``--resume O
 complete with every seed the paper file asks for is left alone (nothing runs, no root
 needed), any other continues where it stopped (the runs recorded are kept; one that
 never started starts; seeds the paper file added since run now), from the experiment
-file it began with (runner.resume_source).  ``report --reproduction`` does only the last step, from
+file it began with (runner.resume_source); a scenario that file lacks, which the
+experiment file and the paper file gained since, starts afresh from the current file.  ``report --reproduction`` does only the last step, from
 the results already in OUT.
 """
 
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from .. import runner as engine
 from ..results import FLOWS_CSV, META_JSON, SPEC_COPY, write_json
+from ..spec import load_specs
 from . import document, extract, figure, papers, registry
 from .errors import ReproductionError
 from .evaluate import Result, evaluate
@@ -41,6 +43,9 @@ class Step:
     outputs: list[Path]  # the results directories it writes (one per scenario)
     complete: bool  # every output is complete with every seed wanted: nothing to run
     seeds: list[int] | None = None  # the paper file's seeds for it (None: the file's)
+    # resuming: scenarios the paper file gained since the file they began with, which
+    # start afresh from the current file (the others continue from the one they began with)
+    fresh: bool = False
 
 
 @dataclass
@@ -75,13 +80,18 @@ def plan(paper: papers.Paper, out: Path, resume: bool,
     steps = []
     for ref in paper.experiments:
         target = extract.experiment_dir(out, ref.file, None)
-        outputs = [extract.experiment_dir(out, ref.file, s) for s in paper.scenarios(ref.file)]
-        source = base / ref.file
+        wanted = paper.scenarios(ref.file)
+        source, added = base / ref.file, []
         if resume and any(target.glob(f"**/{SPEC_COPY}")):
-            source = engine.resume_source(target)  # the file it began with
-        scenarios = [s for s in paper.scenarios(ref.file) if s is not None] or None
-        steps.append(Step(ref.file, source, target, scenarios, outputs,
-                          all(_complete(o, ref.seeds) for o in outputs), ref.seeds))
+            began = engine.resume_source(target)  # the file it began with
+            if began != source:  # changed since: did the paper file gain scenarios?
+                added = _added_scenarios(began, wanted, target)
+                wanted = [s for s in wanted if s not in added]
+            source = began
+        if wanted:
+            steps.append(_step(out, ref, source, wanted))
+        if added:  # they start afresh, from the current file
+            steps.append(_step(out, ref, base / ref.file, added, fresh=True))
     if resume:
         if not out.is_dir():
             raise ReproductionError(f"--resume {out}: no such directory (give the output "
@@ -101,6 +111,26 @@ def plan(paper: papers.Paper, out: Path, resume: bool,
     return steps
 
 
+def _step(out: Path, ref: papers.ExperimentRef, source: Path, wanted: list[str | None],
+          fresh: bool = False) -> Step:
+    outputs = [extract.experiment_dir(out, ref.file, s) for s in wanted]
+    scenarios = [s for s in wanted if s is not None] or None
+    return Step(ref.file, source, extract.experiment_dir(out, ref.file, None), scenarios,
+                outputs, all(_complete(o, ref.seeds) for o in outputs), ref.seeds, fresh)
+
+
+def _added_scenarios(began: Path, wanted: list[str | None], target: Path) -> list[str]:
+    """The wanted scenarios that the file an experiment began with lacks and that have
+    no results yet: a paper file that gained a scenario (and its experiment file with
+    it) since the results were begun."""
+    try:
+        known = {spec.scenario for spec in load_specs(began)}
+    except Exception:  # noqa: BLE001 - the engine reports an unreadable copy itself
+        return []
+    return [s for s in wanted if s is not None and s not in known
+            and not (target / s / META_JSON).exists()]
+
+
 def run(paper: papers.Paper, out: Path, steps: list[Step], resume: bool,
         progress: bool = True) -> ReproductionResult:
     """Run the steps in order (engine.run_experiment; an experiment that stops early
@@ -110,8 +140,9 @@ def run(paper: papers.Paper, out: Path, steps: list[Step], resume: bool,
     for step in steps:
         if step.complete:
             continue  # resumed: every scenario of it is complete
-        engine.run_experiment(step.source, step.target, progress=progress, resume=resume,
-                              scenarios=step.scenarios, seeds=step.seeds)
+        engine.run_experiment(step.source, step.target, progress=progress,
+                              resume=resume and not step.fresh, scenarios=step.scenarios,
+                              seeds=step.seeds)
     return regenerate(paper, out)
 
 
