@@ -357,8 +357,9 @@ def test_an_inconclusive_per_flow_claim_needs_flows_not_seeds(paper: papers.Pape
         "unknown"
 
 
-def test_a_baseline_from_another_scenario_is_read_from_its_results(
-        results: Path, tmp_path: Path) -> None:
+def _across_scenarios(tmp_path: Path) -> papers.Paper:
+    """A paper whose one claim compares two scenarios of tiny_sizes.yaml: fast in
+    'short' against base in 'again' (baseline_scenario)."""
     data = {
         "paper": "p901", "title": "T",
         "setting": {"platform": "ns-3", "rates": "1 Gbit/s", "run_length": "1 s"},
@@ -368,7 +369,12 @@ def test_a_baseline_from_another_scenario_is_read_from_its_results(
                     "scenario": "short", "baseline_scenario": "again", "table": "sizes",
                     "metric": "fct_mean_ms", "scheme": "fast", "baseline": "base",
                     "paper_value": 0.5, "direction": "lower"}]}
-    paper = papers.parse(data, tmp_path / "p901.yaml", EXPERIMENTS)
+    return papers.parse(data, tmp_path / "p901.yaml", EXPERIMENTS)
+
+
+def test_a_baseline_from_another_scenario_is_read_from_its_results(
+        results: Path, tmp_path: Path) -> None:
+    paper = _across_scenarios(tmp_path)
     summary = extract.extract(paper, results)
     sides = sorted((e["scenario"], e["scheme"]) for e in summary["series"])
     assert sides == [("again", "base")] * 2 + [("short", "fast")] * 2  # two sizes each
@@ -504,16 +510,7 @@ def test_an_update_never_compares_two_runs(results: Path, tmp_path: Path) -> Non
     """A claim whose baseline comes from another scenario: an update that holds one of
     the two scenarios is refused (the sides would be two runs); holding both, it reads
     both from the results given."""
-    data = {
-        "paper": "p901", "title": "T",
-        "setting": {"platform": "ns-3", "rates": "1 Gbit/s", "run_length": "1 s"},
-        "experiments": [{"file": "tiny_sizes.yaml", "scenarios": ["short", "again"]}],
-        "claims": [{"id": "across", "says": "twice as fast as the other workload",
-                    "source": "Fig. 9", "experiment": "tiny_sizes.yaml",
-                    "scenario": "short", "baseline_scenario": "again", "table": "sizes",
-                    "metric": "fct_mean_ms", "scheme": "fast", "baseline": "base",
-                    "paper_value": 0.5, "direction": "lower"}]}
-    paper = papers.parse(data, tmp_path / "p901.yaml", EXPERIMENTS)
+    paper = _across_scenarios(tmp_path)
     earlier = extract.extract(paper, results)
     for missing, held in (("again", "short"), ("short", "again")):
         fresh = tmp_path / f"only-{held}"
