@@ -94,6 +94,7 @@ class ArpPath(FabricApp):
             gap = self.polling.interval / len(dps)
             for dpid, dp in dps:
                 if self.datapaths.get(dpid) is dp:  # still connected
+                    self.polling.asked(dpid)
                     for msg in self.part.requests(dp):
                         dp.send_msg(msg)
                 hub.sleep(gap)
@@ -124,5 +125,6 @@ class ArpPath(FabricApp):
             "mode": "dataplane" if self._capable() else "unsupported",
             **self.part.state(),
             "polling": {"interval": round(self.polling.interval, 3),
-                        "rounds": self.polling.rounds}}
+                        "rounds": self.polling.rounds,
+                        "read_at": {str(d): t for d, t in sorted(self.polling.read_at.items())}}}
         return state

@@ -654,6 +654,7 @@ class TcpPath(FabricApp):
         gap = self.polling.interval / len(dps)  # fixed for the round (see start_round)
         for dpid, dp in dps:
             if self.datapaths.get(dpid) is dp:  # still connected
+                self.polling.asked(dpid)
                 for msg in dpl.stats_requests(dp):
                     dp.send_msg(msg)
                 for msg in self.arppath.requests(dp) if self.arppath is not None else ():
@@ -766,7 +767,8 @@ class TcpPath(FabricApp):
                 "interval": round(self.polling.interval, 3),
                 "round_cost_ms": round(self.polling.last_cost * 1e3, 2),
                 "decode_us_per_entry": round(self.polling.decode_cost * 1e6, 1),
-                "rounds": self.polling.rounds}
+                "rounds": self.polling.rounds,
+                "read_at": {str(d): t for d, t in sorted(self.polling.read_at.items())}}
             if self.arppath is not None:
                 state["arppath"] = {"mode": "dataplane", **self.arppath.state()}
         return state

@@ -10,11 +10,12 @@ again by the next frame; and TFE forwards its mice over ARP-Path by default.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_tcppath_network import _edge, counters, grew, wait_state
+from test_tcppath_network import _edge, counters, grew, read_after, wait_state
 
 from dcnlab.check import check
 from dcnlab.controller.view import NetworkView
@@ -51,7 +52,8 @@ def _rounds(state: Any) -> int:
 
 def _path(net: Network, src: str, dst: str) -> list[int] | None:
     """The path the switches' learned entries give ``src`` -> ``dst``, from the app's
-    state once every switch was polled twice after this call."""
+    state once every switch's entries were read in answer to a request sent after this
+    call."""
     return _path_and_entries(net, src, dst)[0]
 
 
@@ -60,13 +62,14 @@ def _path_and_entries(net: Network, src: str, dst: str
     """:func:`_path`, and for a failing assertion to show: each switch's entries towards
     both hosts (switch -> port), the polling rounds and the counters it was read from, and
     what the controller itself deleted of either host's entries (repairs, Path Fail)."""
-    start = _rounds(net.state() or {})
-    state = wait_state(net, lambda s: _rounds(s) >= start + 2, timeout=30.0)
+    start, asked = _rounds(net.state() or {}), time.time()
+    state = wait_state(net, lambda s: read_after(net, s, "arppath", asked), timeout=30.0)
     view = NetworkView.from_topology(net.spec)
     mac = {h.name: h.mac for h in view.hosts}
     section = state.get("arppath", {})
     entries = {name: {d: t[mac[name]] for d, t in (section.get("forwarding") or {}).items()
                       if mac[name] in t} for name in (src, dst)}
+    assert read_after(net, state, "arppath", asked), ("switches not read again", state)
     seen = {"entries": entries, "rounds": (start, _rounds(state)),
             "counters": {k: v for k, v in (state.get("counters") or {}).items()
                          if k.startswith("arppath_")},

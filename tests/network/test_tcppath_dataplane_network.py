@@ -31,6 +31,7 @@ from test_tcppath_network import (
     _walk,
     counters,
     grew,
+    read_after,
     wait_state,
 )
 from test_tcppath_network import _per_flow_tables as ovs_tables
@@ -105,12 +106,15 @@ def _rounds(state: Any) -> int:
 
 
 def _read_after_now(net: Network) -> Any:
-    """The controller's state once every switch's flow statistics were read after this
-    call: two more rounds walked (the one under way may have read some switches before).
-    What the switches did before the call is then in it, whatever the polling pace."""
-    start = _rounds(net.state() or {})
-    state = wait_state(net, lambda s: _rounds(s) >= start + 2, timeout=30.0)
-    assert _rounds(state) >= start + 2, ("polling rounds did not advance", start, state)
+    """The controller's state once every switch's flow statistics were read in answer to
+    a request sent after this call, and the round that read them walked: what the
+    switches did before the call is then in it, whatever the polling pace.  (Counting
+    rounds was not enough: the state file reports them up to one write late, so "two
+    more" could be a round begun before the call, whose first switches it read before.)"""
+    start, asked = _rounds(net.state() or {}), time.time()
+    state = wait_state(net, lambda s: read_after(net, s, "tcppath", asked)
+                       and _rounds(s) > start, timeout=30.0)
+    assert read_after(net, state, "tcppath", asked), ("switches not read again", start, state)
     return state
 
 

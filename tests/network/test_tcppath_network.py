@@ -78,6 +78,14 @@ def grew(before: dict[str, int], state: Any, name: str) -> int:
     return state.get("counters", {}).get(name, 0) - before.get(name, 0)
 
 
+def read_after(net: Network, state: Any, section: str, moment: float) -> bool:
+    """Every switch of the network had its entries read (data-plane polling, the app's
+    ``section`` of the state) in answer to a request sent after ``moment``
+    (time.time()): what the switches did before then is in the state."""
+    read_at = state.get(section, {}).get("polling", {}).get("read_at", {})
+    return all(read_at.get(str(sw.dpid), 0.0) > moment for sw in net.spec.switches)
+
+
 def state_written_after(net: Network, moment: float) -> Any:
     """The first state the app wrote after ``moment`` (time.time()): in controller mode
     what the switches punted before then has been counted in it."""

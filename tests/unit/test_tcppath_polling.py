@@ -72,3 +72,25 @@ def test_a_round_a_switch_never_completed_is_finished_by_the_next() -> None:
     assert p.rounds == 1  # a round cut short counts too: its switches were all asked
     assert p.last_cost == pytest.approx(0.2) and p.interval == MAX_INTERVAL
     assert p.awaiting == {1, 2}
+
+
+def test_read_at_is_the_time_of_the_request_an_answer_belongs_to(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A switch answers its requests in order: each answer is dated by the oldest request
+    not yet answered, so a reader waiting for 'read after T' never takes an answer to an
+    earlier request for a later one."""
+    now = iter([10.0, 11.0, 12.0])
+    monkeypatch.setattr(polling.time, "time", lambda: next(now))
+    p = FlowPolling(decode_cost=1e-4)
+    p.start_round([1, 2])
+    p.asked(1)  # 10.0
+    p.asked(1)  # 11.0: asked again before the first answer came
+    p.asked(2)  # 12.0
+    assert p.read_at == {}
+    p.answered(1)
+    assert p.read_at == {1: 10.0}  # the first request's answer, not the second's
+    p.answered(1)
+    p.answered(2)
+    assert p.read_at == {1: 11.0, 2: 12.0}
+    p.answered(2)  # an answer to no request of ours (asked by hand): the date stays
+    assert p.read_at == {1: 11.0, 2: 12.0}

@@ -11,8 +11,8 @@ complete with every seed the paper file asks for is left alone (nothing runs, no
 needed), any other continues where it stopped (the runs recorded are kept; one that
 never started starts; seeds the paper file added since run now), from the experiment
 file it began with (runner.resume_source); a scenario that file lacks, which the
-experiment file and the paper file gained since, starts afresh from the current file.  ``report --reproduction`` does only the last step, from
-the results already in OUT.
+experiment file and the paper file gained since, starts afresh from the current file.
+``report --reproduction`` does only the last step, from the results already in OUT.
 """
 
 from __future__ import annotations

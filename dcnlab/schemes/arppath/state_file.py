@@ -11,6 +11,7 @@ from dcnlab.model.runtime import ControllerState
 class ArpPathPolling(TypedDict):
     interval: float  # s between the starts of two polling rounds
     rounds: int  # complete rounds since the app started
+    read_at: dict[str, float]  # dpid -> when the entries last read were asked for
 
 
 class ArpPathState(TypedDict):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -82,7 +83,17 @@ class FlowPolling:
     last_cost: float = 0.0  # s, the last complete round
     rounds: int = 0  # rounds whose paths were walked (complete, or cut short by a silence)
     awaiting: set[int] = field(default_factory=set)
+    # per switch, the wall time its entries were asked for in the request whose answer was
+    # read last: what the controller knows of a switch is no older than that (a test asks
+    # "read after T?" of this, not of round counts, which a state file reports late)
+    read_at: dict[int, float] = field(default_factory=dict)
+    _asked_at: dict[int, deque[float]] = field(default_factory=dict)
     _cost: float = 0.0
+
+    def asked(self, dpid: int) -> None:
+        """``dpid``'s per-flow entries were just asked for (a switch answers its requests
+        in order, so the oldest unanswered one is the next answer's)."""
+        self._asked_at.setdefault(dpid, deque()).append(time.time())
 
     def start_round(self, dpids: Iterable[int]) -> bool:
         """A new round asks ``dpids``, one every ``interval / len(dpids)`` seconds (the
@@ -107,6 +118,8 @@ class FlowPolling:
     def answered(self, dpid: int) -> bool:
         """``dpid``'s per-flow entries arrived; True when the paths should be walked now:
         the round is complete, or the request was not one of a round (sent by hand)."""
+        if self._asked_at.get(dpid):
+            self.read_at[dpid] = self._asked_at[dpid].popleft()
         if dpid not in self.awaiting:
             return not self.awaiting
         self.awaiting.discard(dpid)

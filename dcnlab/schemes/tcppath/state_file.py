@@ -26,9 +26,12 @@ class TcpPathPolling(TypedDict):
     interval: float  # s between the starts of two rounds (grows with their cost)
     round_cost_ms: float  # controller time the last complete round took
     decode_us_per_entry: float  # Ryu's decoding of one entry, measured at start-up
-    # rounds whose paths were walked since the app started: a reader that saw n can wait
-    # for n + 2 to know that every switch was read after that moment
+    # rounds whose paths were walked since the app started (the state file reports them
+    # up to one write late, so a count says little of when a switch was read: read_at)
     rounds: int
+    # dpid -> wall time of the request whose answer is the switch's entries as last read:
+    # a reader that wants what the switches did before time T waits for every read_at > T
+    read_at: dict[str, float]
 
 
 class TcpPathState(TypedDict):
