@@ -332,6 +332,24 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
 NETWORK_SETUP_S = 30.0  # a network's start-up and stop, roughly (meta.json: startup_s)
 
 
+def runs_left(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
+              resume: bool = False, scenarios: list[str] | None = None,
+              seeds: list[int] | None = None) -> tuple[list[ExperimentSpec], list[int]]:
+    """The specs :func:`run_experiment` would run with these arguments and how many runs
+    each has left (all of them, or, resuming, those ``out_dir`` has not recorded), for an
+    estimate before anything starts."""
+    specs = select_scenarios(load_specs(spec_path), scenarios)
+    out = Path(out_dir)
+    left = []
+    for i, spec in enumerate(specs):
+        target = out / spec.scenario if spec.scenario else out
+        spec = specs[i] = with_seeds(spec, target if resume else None, seeds)
+        done = _done_runs(target, spec) if resume else set()
+        left.append(len({(s.name, seed, float(value)) for s in spec.schemes
+                         for seed in spec.seeds for value in spec.loads} - done))
+    return specs, left
+
+
 def estimate_seconds(specs: list[ExperimentSpec], runs: list[int]) -> tuple[float, float]:
     """(low, high) seconds for ``runs[i]`` runs of ``specs[i]``: each run takes its arrival
     window plus the settle pause, and at most ``drain`` more for the last flows; each
@@ -351,12 +369,13 @@ def estimate_seconds(specs: list[ExperimentSpec], runs: list[int]) -> tuple[floa
 def estimate_text(specs: list[ExperimentSpec], runs: list[int]) -> str:
     low, high = estimate_seconds(specs, runs)
     total = sum(runs)
-    return (f"dcnlab run: {total} run(s); estimated time {_hours(low)} (arrivals, settle "
-            f"and network start-ups) to {_hours(high)} (every run draining for its full "
+    return (f"dcnlab run: {total} run(s); estimated time {hours(low)} (arrivals, settle "
+            f"and network start-ups) to {hours(high)} (every run draining for its full "
             "drain time)")
 
 
-def _hours(seconds: float) -> str:
+def hours(seconds: float) -> str:
+    """``1 h 05 min``, or ``12 min`` under an hour."""
     minutes = round(seconds / 60)
     return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
 

@@ -253,3 +253,37 @@ def test_resume_starts_a_scenario_the_experiment_file_gained_from_the_current_fi
         (EXPERIMENTS / "tiny_sizes.yaml", out / "tiny_sizes", ["long"], False)]
     assert read_json(out / "reproduction.json")["series"] == \
         read_json(FIXTURE / "p900.json")["series"]
+
+
+def _runs(path: Path, scenarios: list[str] | None = None) -> int:
+    return sum(len(s.schemes) * len(s.seeds) * len(s.loads)
+               for s in engine.select_scenarios(load_specs(path), scenarios))
+
+
+def test_the_reproduction_prints_its_runs_left_and_time_before_it_starts(
+        fake: FakeRun, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """One line for the whole paper before the first experiment starts; resuming, the
+    runs an experiment recorded are not counted again."""
+    out = tmp_path / "p900"
+    code, _, err = _main(["reproduce", "p900", "--out", str(out), "--quiet"], capsys)
+    assert code == cli.EXIT_OK, err
+    total = _runs(EXPERIMENTS / "tiny.yaml") + _runs(EXPERIMENTS / "tiny_sizes.yaml",
+                                                     ["short", "long"])
+    assert f"dcnlab reproduce p900: {total} run(s) left in 2 experiment file(s); " \
+        "estimated time " in err
+    # as a real run records them: short complete with every run, long interrupted after
+    # 2 of its runs; what is left is long's other runs
+    for scenario in ("short", "long"):
+        meta_path = out / "tiny_sizes" / scenario / "meta.json"
+        (spec,) = engine.select_scenarios(load_specs(EXPERIMENTS / "tiny_sizes.yaml"),
+                                          [scenario])
+        runs = [{"scheme": sc.name, "seed": seed, "load": float(load)}
+                for sc in spec.schemes for seed in spec.seeds for load in spec.loads]
+        meta = read_json(meta_path)
+        if scenario == "long":
+            meta, runs = {**meta, "status": "interrupted"}, runs[:2]
+        meta_path.write_text(json.dumps({**meta, "runs": runs}))
+    code, _, err = _main(["reproduce", "p900", "--resume", str(out), "--quiet"], capsys)
+    assert code == cli.EXIT_OK, err
+    left = _runs(EXPERIMENTS / "tiny_sizes.yaml", ["long"]) - 2
+    assert f"dcnlab reproduce p900: {left} run(s) left in 1 experiment file(s)" in err

@@ -18,8 +18,10 @@ experiment file and the paper file gained since, starts afresh from the current 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import runner as engine
 from ..results import FLOWS_CSV, META_JSON, SPEC_COPY, write_json
@@ -131,12 +133,35 @@ def _added_scenarios(began: Path, wanted: list[str | None], target: Path) -> lis
             and not (target / s / META_JSON).exists()]
 
 
+def estimate_text(paper: papers.Paper, steps: list[Step], resume: bool) -> str:
+    """One line before a reproduction starts: the runs left over all its experiment
+    files and the time they take by the engine's estimate (each file prints its own as
+    it starts)."""
+    specs: list[Any] = []
+    left: list[int] = []
+    for step in steps:
+        if step.complete:
+            continue
+        s, n = engine.runs_left(step.source, step.target, resume and not step.fresh,
+                                step.scenarios, step.seeds)
+        specs += s
+        left += n
+    low, high = engine.estimate_seconds(specs, left)
+    files = len({step.file for step in steps if not step.complete})
+    return (f"dcnlab reproduce {paper.paper}: {sum(left)} run(s) left in {files} experiment "
+            f"file(s); estimated time {engine.hours(low)} (arrivals, settle and network "
+            f"start-ups) to {engine.hours(high)} (every run draining for its full drain "
+            "time)")
+
+
 def run(paper: papers.Paper, out: Path, steps: list[Step], resume: bool,
         progress: bool = True) -> ReproductionResult:
     """Run the steps in order (engine.run_experiment; an experiment that stops early
     raises its ExperimentError, the results so far kept for --resume), then write the
     reproduction's outputs."""
     out.mkdir(parents=True, exist_ok=True)
+    if not all(step.complete for step in steps):
+        print(estimate_text(paper, steps, resume), file=sys.stderr)
     for step in steps:
         if step.complete:
             continue  # resumed: every scenario of it is complete
