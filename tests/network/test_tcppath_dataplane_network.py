@@ -107,14 +107,17 @@ def _rounds(state: Any) -> int:
 
 def _read_after_now(net: Network) -> Any:
     """The controller's state once every switch's flow statistics were read in answer to
-    a request sent after this call, and the round that read them walked: what the
-    switches did before the call is then in it, whatever the polling pace.  (Counting
-    rounds was not enough: the state file reports them up to one write late, so "two
-    more" could be a round begun before the call, whose first switches it read before.)"""
-    start, asked = _rounds(net.state() or {}), time.time()
-    state = wait_state(net, lambda s: read_after(net, s, "tcppath", asked)
-                       and _rounds(s) > start, timeout=30.0)
-    assert read_after(net, state, "tcppath", asked), ("switches not read again", start, state)
+    a request sent after this call and a round was walked after that (paths come from
+    walks): what the switches did before the call is then in it, whatever the polling
+    pace.  (Counting two more rounds was not enough: the state file reports them up to
+    one write late, so they could include a round begun before the call, whose first
+    switches it read before.)"""
+    asked = time.time()
+    fresh = wait_state(net, lambda s: read_after(net, s, "tcppath", asked), timeout=30.0)
+    assert read_after(net, fresh, "tcppath", asked), ("switches not read again", fresh)
+    walked = _rounds(fresh)
+    state = wait_state(net, lambda s: _rounds(s) > walked, timeout=30.0)
+    assert _rounds(state) > walked, ("no round walked since", walked, state)
     return state
 
 
