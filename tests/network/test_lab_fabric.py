@@ -74,7 +74,11 @@ def test_the_fabric_starts_and_the_hosts_reach_each_other(place: LabPlace,
         assert " 0% packet loss" in out, out
         assert "0" == fabric.host("h4").cmd("id -u").strip()
         leaf = h1.interfaces[0].switch
-        assert any((c.get("rx_bytes") or 0) > 0 for c in fabric.port_stats(leaf).values())
+
+        def counted() -> bool:  # the app polls port counters on its own period
+            return any((c.get("rx_bytes") or 0) > 0 for c in fabric.port_stats(leaf).values())
+        assert wait_for(counted, 15.0, interval=0.5), \
+            ("the ping's bytes never showed in the app's port counters", fabric.port_stats(leaf))
         assert fabric.host_files("h1").workdir == fabric.workdir
         started = fabric.host("h2").popen(["sleep", "300"])
         assert started.poll() is None
