@@ -203,8 +203,7 @@ def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike
     if resume:
         for target, w in zip(outs, workloads, strict=True):
             _extend_workload(target, w)
-    todo = [{(s.name, seed, value) for s in spec.schemes for (seed, value) in w} - (d or set())
-            for spec, w, d in zip(specs, workloads, done, strict=True)]
+    todo = [runs_todo(spec, d) for spec, d in zip(specs, done, strict=True)]
     total = sum(len(w[(seed, value)]) for w, t in zip(workloads, todo, strict=True)
                 for _, seed, value in t)
     print(estimate_text(specs, [len(t) for t in todo]), file=sys.stderr)
@@ -344,10 +343,17 @@ def runs_left(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     for i, spec in enumerate(specs):
         target = out / spec.scenario if spec.scenario else out
         spec = specs[i] = with_seeds(spec, target if resume else None, seeds)
-        done = _done_runs(target, spec) if resume else set()
-        left.append(len({(s.name, seed, float(value)) for s in spec.schemes
-                         for seed in spec.seeds for value in spec.loads} - done))
+        left.append(len(runs_todo(spec, _done_runs(target, spec) if resume else None)))
     return specs, left
+
+
+def runs_todo(spec: ExperimentSpec, done: set[tuple[str, int, float]] | None
+              ) -> set[tuple[str, int, float]]:
+    """The (scheme, seed, sweep value) runs of ``spec`` not in ``done`` (the runs a
+    resumed directory recorded; None: a fresh one).  :func:`run_experiment` runs these and
+    :func:`runs_left` counts them: one set, so the estimate and the run cannot disagree."""
+    return {(s.name, seed, float(value)) for s in spec.schemes for seed in spec.seeds
+            for value in spec.loads} - (done or set())
 
 
 def estimate_seconds(specs: list[ExperimentSpec], runs: list[int]) -> tuple[float, float]:
