@@ -440,6 +440,24 @@ def test_an_update_reads_what_the_results_hold_and_keeps_the_rest(
     assert verdicts, [(r.claim.id, r.verdict) for r in evaluate(paper, updated)]
 
 
+def test_an_update_drops_the_commits_and_machines_of_what_it_replaced(
+        paper: papers.Paper, results: Path, tmp_path: Path) -> None:
+    """tiny.yaml first ran at commit aaa... on a 1-CPU machine, the rest at 0123...; run
+    again at fff... on 4 CPUs, the update names 0123... and fff... and their machines:
+    no experiment of the summary ran at aaa... any more."""
+    meta = read_json(results / "tiny" / "meta.json")
+    write_json(results / "tiny" / "meta.json", {
+        **meta, "machine": {**meta["machine"], "cpus": 1},
+        "versions": {**meta["versions"], "git_commit": "a" * 40}})
+    earlier = extract.extract(paper, results)
+    assert earlier["run"]["commits"][0] == "a" * 40
+    assert [m["cpus"] for m in earlier["run"]["machines"]] == [1, 2]
+    fresh = _rerun(results, tmp_path, 2.0)
+    run = extract.extract(paper, fresh, previous=earlier)["run"]
+    assert run["commits"] == ["0123456789abcdef0123456789abcdef01234567", "f" * 40]
+    assert [m["cpus"] for m in run["machines"]] == [2, 4]
+
+
 def test_an_update_names_a_value_neither_side_has(paper: papers.Paper, results: Path,
                                                   tmp_path: Path) -> None:
     earlier = extract.extract(paper, results)

@@ -23,7 +23,9 @@ flows) and enough to regenerate the document byte for byte with the paper file. 
 value of every seed (null where a run has none), for the claim's scheme and its
 baseline; ``paired``: per-flow claims' paired aggregate.  Numbers carry 10 significant
 digits, so the file is stable across machines that parse the CSVs alike.  Each entry of
-``run.experiments`` also keeps ``active_s``, the seconds that experiment ran.
+``run.experiments`` also keeps ``active_s``, the seconds that experiment ran, and the
+``commits``, ``dirty`` and ``machines`` of the sessions that ran it (an update drops those
+of the experiments it replaces).
 
 An *update* (``extract(..., previous=SUMMARY)``) reads the results that ``out`` holds
 and takes everything else from an earlier summary: a paper that gained an experiment,
@@ -261,9 +263,30 @@ def run_info(paper: Paper, out: Path) -> dict[str, Any]:
                      "started": meta.get("started"), "finished": meta.get("finished")}
             if meta:
                 entry["active_s"] = round(_active_s(meta))
+                # its own, so that an update which replaces it drops them (merge_runs)
+                entry.update({k: v for k, v in _sessions_info([meta]).items()
+                              if k in ("commits", "dirty", "machines")})
             experiments.append(entry)
-    # every session's: the first one's and each resumed one's (an experiment resumed at
-    # another commit or on another machine ran part of its runs there)
+    starts = [t for t in (meta_time(m.get("started")) for m in metas) if t is not None]
+    # time spent running: active_s sums a resumed experiment's sessions; older results
+    # have only their first start and last finish
+    spans = [_active_s(m) for m in metas]
+    sessions = _sessions_info(metas)
+    return {
+        "commits": sessions["commits"],
+        "dirty": sessions["dirty"],
+        "date": min(starts).strftime("%Y-%m-%d") if starts else None,
+        "machines": sessions["machines"],
+        "duration_s": round(sum(spans)),
+        "dcnlab": sessions["dcnlab"],
+        "experiments": experiments,
+    }
+
+
+def _sessions_info(metas: list[dict[str, Any]]) -> dict[str, Any]:
+    """The commits, dirtiness and machines of every session that ran these experiments:
+    the first one's and each resumed one's (an experiment resumed at another commit or on
+    another machine ran part of its runs there)."""
     sessions = [s for m in metas for s in (m, *(m.get("resumed_sessions") or []))]
     versions = [s.get("versions") or {} for s in sessions]
     machines: list[dict[str, Any]] = []
@@ -272,20 +295,11 @@ def run_info(paper: Paper, out: Path) -> dict[str, Any]:
         entry = {k: machine.get(k) for k in ("os", "cpus", "kernel", "cpu_model")}
         if entry not in machines:
             machines.append(entry)
-    starts = [t for t in (meta_time(m.get("started")) for m in metas) if t is not None]
-    # time spent running: active_s sums a resumed experiment's sessions; older results
-    # have only their first start and last finish
-    spans = [_active_s(m) for m in metas]
-    return {
-        "commits": list(dict.fromkeys(v["git_commit"] for v in versions
-                                      if v.get("git_commit"))),
-        "dirty": any(bool(v.get("git_dirty")) for v in versions),
-        "date": min(starts).strftime("%Y-%m-%d") if starts else None,
-        "machines": machines,
-        "duration_s": round(sum(spans)),
-        "dcnlab": list(dict.fromkeys(v["dcnlab"] for v in versions if v.get("dcnlab"))),
-        "experiments": experiments,
-    }
+    return {"commits": list(dict.fromkeys(v["git_commit"] for v in versions
+                                          if v.get("git_commit"))),
+            "dirty": any(bool(v.get("git_dirty")) for v in versions),
+            "machines": machines,
+            "dcnlab": list(dict.fromkeys(v["dcnlab"] for v in versions if v.get("dcnlab")))}
 
 
 def _active_s(meta: dict[str, Any]) -> float:
@@ -321,12 +335,28 @@ def merge_runs(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     experiments = [fresh.get(key(e)) or old.get(key(e)) or e
                    for e in new.get("experiments") or []]
     dates = [d for d in (earlier.get("date"), new.get("date")) if d]
-    machines = list(earlier.get("machines") or [])
-    machines += [m for m in new.get("machines") or [] if m not in machines]
+    ran = [e for e in experiments if e.get("status") != "missing"]
+    if ran and all("commits" in e for e in ran):
+        # every kept experiment names its sessions: the commits and machines are theirs,
+        # and a replaced experiment's go with it (in the order the summaries gave them)
+        used = {c for e in ran for c in e["commits"]}
+        commits = [c for c in dict.fromkeys([*(earlier.get("commits") or []),
+                                             *(new.get("commits") or [])]) if c in used]
+        dirty = any(bool(e.get("dirty")) for e in ran)
+        kept = [m for e in ran for m in e.get("machines") or []]
+        machines = []
+        for m in [*(earlier.get("machines") or []), *(new.get("machines") or [])]:
+            if m in kept and m not in machines:
+                machines.append(m)
+    else:  # an earlier summary's entries do not say whose commits they were: keep all
+        commits = list(dict.fromkeys([*(earlier.get("commits") or []),
+                                      *(new.get("commits") or [])]))
+        dirty = bool(earlier.get("dirty")) or bool(new.get("dirty"))
+        machines = list(earlier.get("machines") or [])
+        machines += [m for m in new.get("machines") or [] if m not in machines]
     merged = {
-        "commits": list(dict.fromkeys([*(earlier.get("commits") or []),
-                                       *(new.get("commits") or [])])),
-        "dirty": bool(earlier.get("dirty")) or bool(new.get("dirty")),
+        "commits": commits,
+        "dirty": dirty,
         "date": min(dates) if dates else None,
         "machines": machines,
         "duration_s": round(duration + float(new.get("duration_s") or 0)),
