@@ -36,6 +36,18 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 
 SWITCH_KINDS = ("ovs", "ext", "ofss")
+
+
+def _switch_kinds() -> list[str]:
+    """--switch's choices: the built-in kinds and the ofss builds DCNLAB_OFSS_BUILDS
+    names (the registry of switch kinds)."""
+    from dcnlab.topo.switches import SwitchKindError, switch_kinds
+
+    try:
+        return sorted({*SWITCH_KINDS, *switch_kinds()})
+    except SwitchKindError as exc:  # a broken build directory: say so, keep the rest
+        print(f"dcnlab: {exc}", file=sys.stderr)
+        return list(SWITCH_KINDS)
 WIDTH = 92  # help and description text is wrapped to this many columns
 
 DESCRIPTION = ("The dcnlab command: build emulated data-center networks with a routing "
@@ -269,6 +281,8 @@ def _cmd_schemes(args: argparse.Namespace) -> int:
     rows = [("scheme", "seed", "app", "needs", "check on", "what it does")]
     for scheme in registry.registry().schemes.values():
         needs = [f"switch {'/'.join(scheme.requires_switch)}"] if scheme.requires_switch else []
+        if scheme.requires_forwarding_switch:
+            needs.append("a forwarding switch")
         if scheme.host_parts:
             needs.append(f"agents {scheme.host_parts}")
         rows.append((scheme.name, scheme.seed or "-", scheme.app, ", ".join(needs) or "-",
@@ -575,10 +589,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--app", required=True, type=_app_arg, metavar="APP",
                         help=f"a scheme ({', '.join(schemes)}; dcnlab schemes describes "
                         "them) or a Ryu app module or file of your own")
-        sp.add_argument("--switch", default="ovs", choices=SWITCH_KINDS,
+        sp.add_argument("--switch", default="ovs", choices=_switch_kinds(),
                         help="switch kind: ovs (Open vSwitch, userspace datapath; the "
                         "default), ext (dcnlab's own switch: delay, buffers, ECN, queue "
-                        "disciplines) or ofss (ofsoftswitch13, if installed)")
+                        "disciplines), ofss (ofsoftswitch13, if installed) or an "
+                        "ofsoftswitch13 build in $DCNLAB_OFSS_BUILDS")
 
     up = _add(sub, "up", "start a network and open the Mininet CLI (root)",
               "Build the network of --topo with --switch switches and the app's controller, "

@@ -584,7 +584,7 @@ def _ext_factory(ctx: SwitchContext) -> type[Switch]:
 
 
 EXT_KIND = register_switch_kind(
-    "ext", _ext_factory, emulates_links=True,
+    "ext", _ext_factory, emulates_links=True, veth_tap=True,
     # A path with a directory part is checked as is by the preflight (shutil.which).
     requires=(default_binary(), "ethtool", "tc"),
     install_hint=INSTALL_HINT,

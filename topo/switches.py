@@ -21,6 +21,8 @@ buffer and ECN itself (from ``ctx.spec``), so Mininet's htb shaping is not added
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -77,16 +79,28 @@ class SwitchKind:
     # (topology spec, switch options) -> None; raises on a configuration the switch would
     # refuse, before anything is built (a namespace, an interface)
     validate: Callable[[Any, Mapping[str, Any]], None] | None = None
+    # forwards by itself what no entry matches (built-in forwarding, as the TCP-Path
+    # authors' switch): a scheme that installs nothing runs on it
+    forwards: bool = False
+    # where ``requires`` are looked for instead of PATH (an ofss build's bin/)
+    program_dir: Path | None = None
+    # reads its ports' frames from the veths with AF_PACKET sockets, so the flow tap's
+    # ingress hook (benchmarks/engine/flowtap.py) sees every frame it gets
+    veth_tap: bool = False
 
     def missing_programs(self) -> list[str]:
+        if self.program_dir is not None:
+            return [p for p in self.requires
+                    if not os.access(self.program_dir / p, os.X_OK)]
         return [program for program in self.requires if shutil.which(program) is None]
 
     def check_programs(self) -> None:
         """Raise SwitchKindError naming the missing programs and how to get them."""
         missing = self.missing_programs()
         if missing:
-            raise SwitchKindError(f"switch kind {self.name!r} needs {', '.join(missing)} on "
-                                  f"PATH. {self.install_hint}".rstrip())
+            where = f"in {self.program_dir}" if self.program_dir is not None else "on PATH"
+            raise SwitchKindError(f"switch kind {self.name!r} needs {', '.join(missing)} "
+                                  f"{where}. {self.install_hint}".rstrip())
 
 
 _registry: dict[str, SwitchKind] = {}
@@ -96,12 +110,13 @@ def register_switch_kind(name: str, factory: SwitchFactory, *, needs_ovs: bool =
                          emulates_links: bool = False, description: str = "",
                          requires: tuple[str, ...] = (), install_hint: str = "",
                          validate: Callable[[Any, Mapping[str, Any]], None] | None = None,
-                         replace: bool = False) -> SwitchKind:
+                         forwards: bool = False, program_dir: Path | None = None,
+                         veth_tap: bool = False, replace: bool = False) -> SwitchKind:
     """Make ``name`` usable as ``Network(switch=name)``; returns the registered kind."""
     if name in _registry and not replace:
         raise SwitchKindError(f"switch kind {name!r} is already registered")
     kind = SwitchKind(name, factory, needs_ovs, emulates_links, description, tuple(requires),
-                      install_hint, validate)
+                      install_hint, validate, forwards, program_dir, veth_tap)
     _registry[name] = kind
     return kind
 
@@ -111,22 +126,29 @@ def unregister_switch_kind(name: str) -> None:
 
 
 def switch_kinds() -> list[str]:
-    """Names usable today (``ext`` appears once its module is importable)."""
+    """Names usable today (``ext`` appears once its module is importable, ofss builds
+    once ``DCNLAB_OFSS_BUILDS`` names their directory)."""
     try:
         get_switch_kind("ext")
     except SwitchKindError:
         pass
+    load_ofss_builds()
     return sorted(_registry)
 
 
 def get_switch_kind(name: str) -> SwitchKind:
     if name not in _registry and name == "ext":
         _import_ext()
+    if name not in _registry:
+        load_ofss_builds()
     try:
         return _registry[name]
     except KeyError:
+        known = sorted({*_registry, "ext"})
+        builds = ("" if os.environ.get(ENV_OFSS_BUILDS) else
+                  f" (ofsoftswitch13 builds become kinds with {ENV_OFSS_BUILDS}=DIR)")
         raise SwitchKindError(
-            f"unknown switch kind {name!r}; known kinds: {', '.join(sorted(_registry))}, ext"
+            f"unknown switch kind {name!r}; known kinds: {', '.join(known)}{builds}"
         ) from None
 
 
@@ -238,16 +260,38 @@ OFSS_HINT = ("ofsoftswitch13 is in no package registry: build it from "
              "https://github.com/CPqD/ofsoftswitch13, or use --switch ovs / --switch ext")
 
 
+def _ofss_dpid(dpid: str | None) -> str | None:
+    """Our 16-digit dpid as ofdatapath's 12 digits (it keeps 48 bits)."""
+    if dpid is None:
+        return None
+    value = int(dpid, 16)
+    if value >= 1 << 48:
+        raise SwitchKindError(f"ofss datapath ids have 48 bits; {dpid} is too large")
+    return f"{value:012x}"
+
+
 class DcnUserSwitch(UserSwitch):
     """UserSwitch with OpenFlow 1.3 defaults; takes our 16-digit dpid (it keeps 12)."""
 
     def __init__(self, name: str, dpid: str | None = None, **params: Any) -> None:
-        if dpid is not None:
-            value = int(dpid, 16)
-            if value >= 1 << 48:
-                raise SwitchKindError(f"ofss datapath ids have 48 bits; {dpid} is too large")
-            dpid = f"{value:012x}"
-        super().__init__(name, dpid=dpid, **params)
+        super().__init__(name, dpid=_ofss_dpid(dpid), **params)
+
+
+class OfssBuildSwitch(UserSwitch):
+    """An ofsoftswitch13 build off PATH: its programs are found through the PATH its
+    shell exports (:func:`bind`'s env).  Mininet's UserSwitch checks the programs on the
+    interpreter's own PATH at construction and exits the interpreter when they are not
+    there, so this constructor does what UserSwitch's does without that check (the kind
+    checked the build's directory before anything started)."""
+
+    def __init__(self, name: str, dpid: str | None = None, dpopts: str = "--no-slicing",
+                 **params: Any) -> None:
+        Switch.__init__(self, name, dpid=_ofss_dpid(dpid), **params)
+        if self.listenPort:
+            self.opts += f" --listen=ptcp:{self.listenPort} "
+        else:
+            self.opts += f" --listen=punix:/tmp/{self.name}.listen"
+        self.dpopts = dpopts
 
 
 def _ofss_factory(ctx: SwitchContext) -> Callable[..., Switch]:
@@ -255,7 +299,73 @@ def _ofss_factory(ctx: SwitchContext) -> Callable[..., Switch]:
     return bind(DcnUserSwitch, ctx)
 
 
-register_switch_kind("ovs", _ovs_factory, needs_ovs=True,
+# ---------------------------------------------------------------------------
+# ofss builds: ofsoftswitch13 forks built into directories of their own
+
+ENV_OFSS_BUILDS = "DCNLAB_OFSS_BUILDS"
+OFSS_BUILD_FILE = "kind.json"  # in each build's directory: what the kind is
+_loaded_builds: dict[Path, list[str]] = {}  # builds directory -> the kinds it gave
+
+
+def load_ofss_builds(root: str | os.PathLike[str] | None = None) -> list[str]:
+    """Register every ofsoftswitch13 build under ``root`` (default: the directory
+    ``DCNLAB_OFSS_BUILDS`` names) as a switch kind named after its directory; returns the
+    names registered now.  A build is ``NAME/kind.json`` next to ``NAME/bin/`` (ofdatapath,
+    ofprotocol, dpctl); kind.json holds ``description``, ``forwards`` (true: the datapath
+    forwards what no entry matches by itself) and ``lib`` (directories of shared libraries
+    the programs need, relative to NAME).  Written by, for example,
+    ``python -m dcnlab.benchmarks.authors_switch build``."""
+    if root is None:
+        root = os.environ.get(ENV_OFSS_BUILDS) or None
+        if root is None:
+            return []
+    base = Path(root).resolve()
+    if base in _loaded_builds:
+        return []
+    if not base.is_dir():
+        raise SwitchKindError(f"{ENV_OFSS_BUILDS}={root}: no such directory")
+    names = _loaded_builds[base] = []
+    for manifest in sorted(base.glob(f"*/{OFSS_BUILD_FILE}")):
+        build = manifest.parent
+        try:
+            about = json.loads(manifest.read_text())
+        except ValueError as exc:
+            raise SwitchKindError(f"{manifest}: not JSON ({exc})") from None
+        if build.name in _registry:
+            raise SwitchKindError(f"{manifest}: switch kind {build.name!r} is already "
+                                  "registered; rename the build's directory")
+        libs = [str((build / lib).resolve()) for lib in about.get("lib") or []]
+        register_switch_kind(
+            build.name, _ofss_build_factory(build.name, build / "bin", libs),
+            requires=OFSS_BINARIES, program_dir=build / "bin",
+            install_hint=f"{build} is not a complete build: build it again",
+            forwards=bool(about.get("forwards")), veth_tap=True,
+            description=str(about.get("description") or f"ofsoftswitch13 build in {build}"))
+        names.append(build.name)
+    return names
+
+
+def unload_ofss_builds(root: str | os.PathLike[str]) -> None:
+    """Forget the kinds :func:`load_ofss_builds` registered from ``root`` (a test's
+    builds directory, say), so that reading it again registers them anew."""
+    for name in _loaded_builds.pop(Path(root).resolve(), []):
+        unregister_switch_kind(name)
+
+
+def _ofss_build_factory(name: str, bin_dir: Path, libs: list[str]
+                        ) -> Callable[[SwitchContext], Callable[..., Switch]]:
+    def factory(ctx: SwitchContext) -> Callable[..., Switch]:
+        get_switch_kind(name).check_programs()
+        env = {"PATH": f"{bin_dir.resolve()}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+        if libs:
+            env["LD_LIBRARY_PATH"] = ":".join(libs)
+        return bind(OfssBuildSwitch, ctx, env=env)
+
+    return factory
+
+
+register_switch_kind("ovs", _ovs_factory, needs_ovs=True, veth_tap=True,
                      description="Open vSwitch, userspace datapath, private instance per run")
 register_switch_kind("ofss", _ofss_factory, requires=OFSS_BINARIES, install_hint=OFSS_HINT,
+                     veth_tap=True,
                      description="ofsoftswitch13 (Mininet UserSwitch), when installed")

@@ -412,21 +412,24 @@ def parse_spec(data: Any, source: Path | None = None,
 # ---------------------------------------------------------------------------
 
 
-DIAGNOSIS_SWITCHES = ("ovs", "ext")  # switch-side veths the flow tap can hook
-
-
 def _check_diagnosis(topo: TopologySpec, switch: str, schemes: list[Scheme]) -> None:
-    """The flow tap needs switch-to-switch links and a switch kind whose ports are veths
-    it has been tested on."""
+    """The flow tap needs switch-to-switch links and switch kinds that read their ports'
+    veths with AF_PACKET (their ``veth_tap``), where its ingress hook sees every frame."""
+    from dcnlab.topo.switches import SwitchKindError, get_switch_kind, switch_kinds
+
     names = {s.name for s in topo.switches}
     if not any(lk.a in names and lk.b in names for lk in topo.links):
         raise SpecFileError("diagnosis.flow_paths", f"topology {topo.spec} has no "
                             "switch-to-switch links to trace")
     for kind in dict.fromkeys([switch, *(s.switch for s in schemes if s.switch)]):
-        if kind not in DIAGNOSIS_SWITCHES:
+        try:
+            tapped = get_switch_kind(kind).veth_tap
+        except SwitchKindError as exc:
+            raise SpecFileError("diagnosis.flow_paths", str(exc)) from None
+        if not tapped:
+            able = [k for k in switch_kinds() if get_switch_kind(k).veth_tap]
             raise SpecFileError("diagnosis.flow_paths", f"switch kind {kind!r} is not "
-                                f"supported; the flow tap works with "
-                                f"{' and '.join(DIAGNOSIS_SWITCHES)}")
+                                f"supported; the flow tap works with {', '.join(able)}")
 
 
 def _required(data: dict[str, Any], key: str) -> Any:

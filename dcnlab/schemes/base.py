@@ -218,6 +218,9 @@ class Scheme:
     # default options (an experiment's ``transport_options`` win)
     transport: Transport | None = None
     transport_options: Mapping[str, Any] = field(default_factory=dict)
+    # the app installs no forwarding: only a switch kind that forwards by itself (its
+    # ``forwards``) carries traffic under it
+    requires_forwarding_switch: bool = False
 
     def options_for(self, switch: str) -> dict[str, Any]:
         return dict(self.switch_options.get(switch, {}))
@@ -227,6 +230,18 @@ class Scheme:
         if self.requires_switch and switch not in self.requires_switch:
             return (f"scheme {self.name} runs only on switch kind "
                     f"{' or '.join(self.requires_switch)}, not {switch}")
+        if self.requires_forwarding_switch:
+            # imported here: declarations stay free of Mininet (the module doc)
+            from dcnlab.topo.switches import SwitchKindError, get_switch_kind
+
+            try:
+                kind = get_switch_kind(switch)
+            except SwitchKindError as exc:
+                return str(exc)
+            if not kind.forwards:
+                return (f"scheme {self.name} installs no forwarding entries: it runs on a "
+                        f"switch kind that forwards by itself (an ofsoftswitch13 build "
+                        f"whose kind.json says \"forwards\": true), not {switch}")
         return None
 
 

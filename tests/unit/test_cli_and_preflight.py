@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dcnlab import cli
-from dcnlab.topo import network, ovs
+from dcnlab.topo import network, ovs, switches
 from dcnlab.topo.switches import get_switch_kind
 
 
@@ -68,6 +68,21 @@ def test_report_on_a_directory_without_results(tmp_path: pytest.TempPathFactory,
     assert "dcnlab: error:" in capsys.readouterr().err
 
 
+def _stand_in_builds(root: Path) -> Path:
+    """A DCNLAB_OFSS_BUILDS directory with the authors' switch kinds (kind.json and
+    stand-in programs) that python -m dcnlab.benchmarks.authors_switch build writes."""
+    from dcnlab.benchmarks.authors_switch import KIND_PREFIX, MODES
+
+    builds = root / "builds"
+    for mode in MODES:
+        (builds / (KIND_PREFIX + mode) / "bin").mkdir(parents=True)
+        for program in switches.OFSS_BINARIES:
+            (builds / (KIND_PREFIX + mode) / "bin" / program).write_text("")
+        (builds / (KIND_PREFIX + mode) / switches.OFSS_BUILD_FILE).write_text(
+            '{"forwards": true}')
+    return builds
+
+
 SHIPPED = sorted((Path(__file__).parents[2] / "benchmarks" / "experiments").glob("*.yaml"))
 
 
@@ -76,12 +91,19 @@ SHIPPED = sorted((Path(__file__).parents[2] / "benchmarks" / "experiments").glob
     pytest.param(p, marks=pytest.mark.built) if "dctcp" in p.read_text() else p
     for p in SHIPPED], ids=lambda p: p.name)
 def test_shipped_experiments_pass_the_cli_validation(spec: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture) -> None:
+                                                      capsys: pytest.CaptureFixture,
+                                                      tmp_path: Path) -> None:
     # Not root: the run stops right after validation, so reaching the root check means
     # the file (with or without scenarios) was accepted.
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    with pytest.raises(SystemExit) as exc:
-        cli.main(["run", str(spec)])
+    builds = _stand_in_builds(tmp_path)
+    if "authors-" in spec.read_text():  # the authors' switch builds, as stand-ins
+        monkeypatch.setenv(switches.ENV_OFSS_BUILDS, str(builds))
+    try:
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["run", str(spec)])
+    finally:
+        switches.unload_ofss_builds(builds)
     assert exc.value.code == 2
     assert "needs root" in capsys.readouterr().err
 
