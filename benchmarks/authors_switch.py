@@ -46,9 +46,20 @@ MODES = {"arppath": 0, "tcppath": 1, "tfe": 2}
 MODE_NAMES = {"arppath": "ARP-Path", "tcppath": "TCP-Path", "tfe": "TFE (TCP-Path for "
               "elephants: the server's port above 30000, or any nonzero DSCP)"}
 KIND_PREFIX = "authors-"
+# The datapath takes its role from its dpid (udatapath/packet.c, dp_ports.c): below 100 a
+# rack switch (floods a host's broadcast everywhere, a fabric copy to its hosts only),
+# 100-999 aggregation (from a rack everywhere, from a core to racks only), 1000 and up a
+# core (everywhere). Spines of a leaf-spine fabric are its cores.
+DPID_BY_TIER = {"edge": 1, "leaf": 1, "agg": 100, "core": 1000, "spine": 1000}
 MODE_LINE = "#define TCP_PATH 0"  # as published; the build replaces the 0
 PIPELINE = Path("udatapath/pipeline.c")
 SWITCH_SUBDIR = "mininet"  # the ofsoftswitch13 tree inside gistnetserv-uah/TCP-PATH
+# Both code bases date from 2013-2016; today's GCC (12 on Debian 12) refuses them in its
+# default dialects. C++ as C++11: Xerces-C 3.2's headers need C++11, and C++17 (GCC 12's
+# default) asserts that std::map comparators are const-callable, which NetBee's are not.
+# C with -fcommon: globals defined in headers, which GCC 10 stopped merging.
+OLD_CXX = "-std=gnu++11 -fcommon -w"
+OLD_C = "-fcommon -w"
 APT_PACKAGES = ("cmake", "g++", "make", "flex", "bison", "autoconf", "automake",
                 "libtool", "pkg-config", "libpcap-dev", "libxerces-c-dev",
                 "libpcre3-dev", "libboost-dev", "libssl-dev")
@@ -77,6 +88,24 @@ def _commit(path: Path) -> str | None:
     return out.stdout.strip() or None
 
 
+def missing_blobs(git_dir: Path, subdir: str | None = None) -> list[str]:
+    """Paths under HEAD (in ``subdir``) whose contents the repository lacks: a mirror
+    may hold a tree without its largest files."""
+    tree = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "HEAD", "--",
+                           *([subdir] if subdir else [])],
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+    blobs = [(meta.split()[2], path) for meta, _, path in (line.partition("\t")
+                                                            for line in tree)
+             if meta.split()[1] == "blob"]
+    if not blobs:
+        return []
+    check = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "--batch-check"],
+                           input="".join(f"{sha}\n" for sha, _ in blobs),
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    return [path for (_, path), line in zip(blobs, check, strict=True)
+            if line.endswith(" missing")]
+
+
 def export_source(src: Path, into: Path, subdir: str | None = None) -> Source:
     """A fresh copy of ``src`` (of its ``subdir``) at ``into``: a bare repository's HEAD,
     or a work tree without its version-control directories."""
@@ -87,9 +116,14 @@ def export_source(src: Path, into: Path, subdir: str | None = None) -> Source:
     commit = _commit(src)
     if _is_bare(src):
         into.mkdir(parents=True)
+        absent = missing_blobs(src, subdir)
+        if absent:  # a partial mirror: what the build needs fails it later, by name
+            print(f"  {src}: {len(absent)} file(s) absent from the repository, left out: "
+                  + ", ".join(absent[:5]) + (" ..." if len(absent) > 5 else ""))
         with tempfile.TemporaryFile() as archive:
             subprocess.run(["git", "--git-dir", str(src), "archive", "--format=tar", "HEAD",
-                            *([subdir] if subdir else [])], stdout=archive, check=True)
+                            "--", subdir or ".", *(f":(exclude){p}" for p in absent)],
+                           stdout=archive, check=True)
             archive.seek(0)
             with tarfile.open(fileobj=archive) as tar:
                 tar.extractall(into, filter="tar")
@@ -104,6 +138,51 @@ def export_source(src: Path, into: Path, subdir: str | None = None) -> Source:
             raise BuildError(f"{base}: no such directory (is {src} the right source?)")
         shutil.copytree(base, into, ignore=shutil.ignore_patterns(".git", ".svn"))
     return Source(into, commit)
+
+
+@dataclass(frozen=True)
+class SourceFix:
+    """A textual fix of a 2013 source for today's compilers, applied to every file
+    matching ``pattern`` under the exported tree; the build fails if it matches nothing
+    (the source is not the one the fix was written for)."""
+
+    pattern: str  # a glob relative to the tree (``**`` for any depth)
+    old: str
+    new: str
+    why: str
+
+
+NETBEE_FIXES = (
+    SourceFix("src/**/*.[ch]*", "make_pair<", "pair<",
+              "under C++11 make_pair's parameters are forwarding references: with its "
+              "types given they are rvalue references, which an lvalue no longer binds; "
+              "the pair's constructor builds the same pair"),
+    SourceFix("src/nbpflcompiler/dump.h", "m_Stream!=NULL", "!m_Stream.fail()",
+              "C++11 streams convert to bool explicitly, not to void*; what the test "
+              "asked is whether the stream failed"),
+    SourceFix("src/nbpflcompiler/gramm.y", "&pfl_lloc", "&yylloc",
+              "Bison 3 no longer renames a pure parser's yylloc with the name prefix"),
+)
+
+
+def apply_fixes(tree: Path, fixes: tuple[SourceFix, ...]) -> list[str]:
+    """Apply ``fixes`` under ``tree``; one line per fix saying how often it applied."""
+    done = []
+    for fix in fixes:
+        count = 0
+        for path in sorted(tree.glob(fix.pattern)):
+            if not path.is_file():
+                continue
+            text = path.read_text(errors="surrogateescape")
+            n = text.count(fix.old)
+            if n:
+                path.write_text(text.replace(fix.old, fix.new), errors="surrogateescape")
+                count += n
+        if not count:
+            raise BuildError(f"{tree}: the fix {fix.old!r} -> {fix.new!r} ({fix.pattern}) "
+                             "matches nothing; this source is not the one the script knows")
+        done.append(f"{fix.old!r} -> {fix.new!r} x{count} ({fix.why})")
+    return done
 
 
 def set_mode(tree: Path, mode: int) -> None:
@@ -169,7 +248,10 @@ class Builder:
         """NetBee's libraries into INTO/netbee/lib, its headers into INTO/netbee/include."""
         tree = export_source(src, self.into / "src" / "netbee")
         self.say(f"NetBee ({tree.commit or 'no git commit'})")
-        self.step("netbee-cmake", ["cmake", "."], tree.path / "src")
+        for line in apply_fixes(tree.path, NETBEE_FIXES):
+            self.say(f"  fixed: {line}")
+        self.step("netbee-cmake", ["cmake", f"-DCMAKE_CXX_FLAGS={OLD_CXX}",
+                                   f"-DCMAKE_C_FLAGS={OLD_C}", "."], tree.path / "src")
         self.step("netbee-make", ["make", f"-j{self.jobs}"], tree.path / "src")
         out = self.into / "netbee"
         if out.exists():
@@ -194,7 +276,8 @@ class Builder:
         if prefix.exists():
             shutil.rmtree(prefix)
         flags = {"CPPFLAGS": f"-I{netbee / 'include'}", "LDFLAGS": f"-L{netbee / 'lib'}",
-                 "LD_LIBRARY_PATH": str(netbee / "lib")}
+                 "LD_LIBRARY_PATH": str(netbee / "lib"), "CFLAGS": f"-g -O2 {OLD_C}",
+                 "CXXFLAGS": f"-g -O2 {OLD_CXX}"}
         self.step(f"{kind}-boot", ["./boot.sh"], tree.path)
         self.step(f"{kind}-configure", ["./configure", f"--prefix={prefix}"], tree.path,
                   flags)
@@ -213,6 +296,7 @@ def write_kind(into: Path, mode: str, switch: Source, netbee: Source) -> Path:
                         "switch_forwarding)"),
         "forwards": True,
         "lib": ["../netbee/lib"],
+        "dpid_by_tier": DPID_BY_TIER,
         "mode": MODES[mode],
         "sources": {"tcppath": switch.commit, "netbee": netbee.commit},
         "built": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -90,7 +90,7 @@ from .run_namespace import (
     start_namespace_holder,
 )
 from .spec import TopologySpec, parse
-from .switches import SwitchContext, get_switch_kind
+from .switches import SwitchContext, get_switch_kind, renumbered
 from .teardown import process_running
 
 # Names importers use from here (the lifecycle's public face), wherever they live now.
@@ -137,6 +137,9 @@ class Network:
         self.spec = parse(spec) if isinstance(spec, str) else spec
         check_size(self.spec)  # before anything exists
         self.kind = get_switch_kind(switch)
+        # a kind that reads roles from dpids numbers them its way; everything after this
+        # (Mininet, the controller's topology file, the engine) reads self.spec
+        self.spec = renumbered(self.spec, self.kind.dpids)
         self._app = self._resolve_app(app)
         self.app_env = dict(app_env or {})
         self.app_args = list(app_args)

@@ -20,6 +20,7 @@ buffer and ECN itself (from ``ctx.spec``), so Mininet's htb shaping is not added
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
@@ -87,6 +88,10 @@ class SwitchKind:
     # reads its ports' frames from the veths with AF_PACKET sockets, so the flow tap's
     # ingress hook (benchmarks/engine/flowtap.py) sees every frame it gets
     veth_tap: bool = False
+    # tier -> first datapath id: a switch whose code reads its role from its dpid (the
+    # TCP-Path authors' switch: < 100 a rack switch, 100-999 aggregation, >= 1000 core)
+    # gets dpids numbered from its tier's base instead of 1, 2, ... (:func:`renumbered`)
+    dpids: Mapping[str, int] | None = None
 
     def missing_programs(self) -> list[str]:
         if self.program_dir is not None:
@@ -111,12 +116,13 @@ def register_switch_kind(name: str, factory: SwitchFactory, *, needs_ovs: bool =
                          requires: tuple[str, ...] = (), install_hint: str = "",
                          validate: Callable[[Any, Mapping[str, Any]], None] | None = None,
                          forwards: bool = False, program_dir: Path | None = None,
-                         veth_tap: bool = False, replace: bool = False) -> SwitchKind:
+                         veth_tap: bool = False, dpids: Mapping[str, int] | None = None,
+                         replace: bool = False) -> SwitchKind:
     """Make ``name`` usable as ``Network(switch=name)``; returns the registered kind."""
     if name in _registry and not replace:
         raise SwitchKindError(f"switch kind {name!r} is already registered")
     kind = SwitchKind(name, factory, needs_ovs, emulates_links, description, tuple(requires),
-                      install_hint, validate, forwards, program_dir, veth_tap)
+                      install_hint, validate, forwards, program_dir, veth_tap, dpids)
     _registry[name] = kind
     return kind
 
@@ -293,6 +299,31 @@ class OfssBuildSwitch(UserSwitch):
             self.opts += f" --listen=punix:/tmp/{self.name}.listen"
         self.dpopts = dpopts
 
+    log_dir: ClassVar[Path | None] = None  # the run directory (set by bind)
+
+    def start(self, controllers: list[Any]) -> None:
+        """UserSwitch's start with the two programs' logs in the run directory (Mininet
+        writes them to /tmp and leaves them there)."""
+        if self.log_dir is None:
+            super().start(controllers)
+            return
+        remotes = ",".join(f"tcp:{c.IP()}:{c.port}" for c in controllers)
+        ofd = self.log_dir / f"{self.name}-ofd.log"
+        ofp = self.log_dir / f"{self.name}-ofp.log"
+        intfs = ",".join(str(i) for i in self.intfList() if not i.IP())
+        self.cmd(f"ofdatapath -i {intfs} punix:/tmp/{self.name} -d {self.dpid} "
+                 f"{self.dpopts} 1> {ofd} 2> {ofd} &")
+        self.cmd(f"ofprotocol unix:/tmp/{self.name} {remotes} --fail=closed {self.opts} "
+                 f"1> {ofp} 2> {ofp} &")
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's name
+        """UserSwitch's stop, then the two programs' sockets (run-prefixed names),
+        which a datapath killed in the middle of its work leaves in /tmp."""
+        super().stop(deleteIntfs)
+        for sock in (Path(f"/tmp/{self.name}"), Path(f"/tmp/{self.name}.listen")):
+            if sock.is_socket():
+                sock.unlink(missing_ok=True)
+
 
 def _ofss_factory(ctx: SwitchContext) -> Callable[..., Switch]:
     get_switch_kind("ofss").check_programs()
@@ -340,9 +371,43 @@ def load_ofss_builds(root: str | os.PathLike[str] | None = None) -> list[str]:
             requires=OFSS_BINARIES, program_dir=build / "bin",
             install_hint=f"{build} is not a complete build: build it again",
             forwards=bool(about.get("forwards")), veth_tap=True,
+            dpids=_dpid_bases(manifest, about.get("dpid_by_tier")),
             description=str(about.get("description") or f"ofsoftswitch13 build in {build}"))
         names.append(build.name)
     return names
+
+
+def _dpid_bases(manifest: Path, value: Any) -> dict[str, int] | None:
+    if value is None:
+        return None
+    if not (isinstance(value, dict) and value and all(
+            isinstance(k, str) and isinstance(v, int) and 0 < v < 1 << 48
+            for k, v in value.items())):
+        raise SwitchKindError(f"{manifest}: dpid_by_tier must map tier names to first "
+                              f"datapath ids (1 to 2^48 - 1), not {value!r}")
+    return dict(value)
+
+
+def renumbered(spec: TopologySpec, bases: Mapping[str, int] | None) -> TopologySpec:
+    """``spec`` with each switch's dpid counted from its tier's base in ``bases`` (in the
+    spec's order within a tier); names, ports and links stay.  ``bases`` None: ``spec``."""
+    if bases is None:
+        return spec
+    missing = sorted({s.tier for s in spec.switches} - set(bases))
+    if missing:
+        raise SwitchKindError(f"this switch kind numbers its switches by tier and knows no "
+                              f"tier {', '.join(missing)} (it knows {', '.join(bases)}); "
+                              f"topology {spec.spec} cannot run on it")
+    seen: dict[str, int] = {}
+    switches = []
+    for sw in spec.switches:
+        n = seen[sw.tier] = seen.get(sw.tier, -1) + 1
+        switches.append(dataclasses.replace(sw, dpid=bases[sw.tier] + n))
+    dpids = [sw.dpid for sw in switches]
+    if len(set(dpids)) != len(dpids):
+        raise SwitchKindError(f"the tier bases {dict(bases)} give two switches of "
+                              f"{spec.spec} the same dpid")
+    return dataclasses.replace(spec, switches=switches)
 
 
 def unload_ofss_builds(root: str | os.PathLike[str]) -> None:
@@ -359,7 +424,7 @@ def _ofss_build_factory(name: str, bin_dir: Path, libs: list[str]
         env = {"PATH": f"{bin_dir.resolve()}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
         if libs:
             env["LD_LIBRARY_PATH"] = ":".join(libs)
-        return bind(OfssBuildSwitch, ctx, env=env)
+        return bind(OfssBuildSwitch, ctx, env=env, log_dir=ctx.run_dir)
 
     return factory
 

@@ -170,7 +170,24 @@ def test_all_pairs_ping_counts_a_lost_first_ping_as_lost() -> None:
     a = _PingHost("h1", "10.0.0.1", {"10.0.0.2": [False, True],   # lost, then would pass
                                      "10.0.0.3": [False, False]})  # unreachable
     b, c = _PingHost("h2", "10.0.0.2", {}), _PingHost("h3", "10.0.0.3", {})
-    lost, pairs = all_pairs_ping([a, b, c])
-    assert pairs == 6
+    d = _PingHost("h4", "10.0.0.4", {})
+    lost, pairs = all_pairs_ping([a, b, c, d])
+    assert pairs == 12
     assert lost == [("h1", "h2"), ("h1", "h3")]
-    assert a.commands == [f"ping -c1 -W{PING_TIMEOUT_S} 10.0.0.{i}" for i in (2, 3)]
+    assert a.commands == [f"ping -c1 -W{PING_TIMEOUT_S} 10.0.0.{i}" for i in (2, 3, 4)]
+
+
+def test_all_pairs_ping_stops_when_the_first_host_reaches_nobody() -> None:
+    """A fabric that forwards nothing fails after the first host's pings, not after
+    PING_TIMEOUT_S for every pair; one that reaches someone is pinged whole."""
+    from dcnlab.check import all_pairs_ping
+
+    dead = {"10.0.0.2": [False], "10.0.0.3": [False]}
+    a, b, c = (_PingHost("h1", "10.0.0.1", dead), _PingHost("h2", "10.0.0.2", {}),
+               _PingHost("h3", "10.0.0.3", {}))
+    assert all_pairs_ping([a, b, c]) == ([("h1", "h2"), ("h1", "h3")], 2)
+    assert b.commands == [] and c.commands == []
+    a = _PingHost("h1", "10.0.0.1", {"10.0.0.2": [False]})  # reaches h3
+    b, c = _PingHost("h2", "10.0.0.2", {}), _PingHost("h3", "10.0.0.3", {})
+    assert all_pairs_ping([a, b, c]) == ([("h1", "h2")], 6)
+    assert len(b.commands) == len(c.commands) == 2

@@ -194,3 +194,37 @@ def test_the_written_kind_is_what_dcnlab_registers(tmp_path: Path,
         assert registry.get(FORWARDING).refuses("authors-tcppath") is None
     finally:
         switches.unload_ofss_builds(into)
+
+
+# ------------------------------------------------------------------ dpids by tier
+
+
+def test_a_kind_that_reads_roles_from_dpids_gets_them_numbered_by_tier() -> None:
+    """The authors' switch: rack switches below 100, cores (spines) from 1000; names,
+    ports and links stay, so everything keyed by name is unchanged."""
+    from dcnlab.topo.spec import parse
+
+    spec = parse("spineleaf:4,4,4")
+    out = switches.renumbered(spec, authors_switch.DPID_BY_TIER)
+    assert [(s.name, s.tier, s.dpid) for s in out.switches] == [
+        *((f"s{i}", "spine", 999 + i) for i in range(1, 5)),
+        *((f"s{i}", "leaf", i - 4) for i in range(5, 9))]
+    assert out.links == spec.links and out.hosts == spec.hosts
+    assert switches.renumbered(spec, None) is spec
+    fat = switches.renumbered(parse("fattree:4"), authors_switch.DPID_BY_TIER)
+    assert sorted(s.dpid for s in fat.switches if s.tier == "agg") == list(range(100, 108))
+    with pytest.raises(SwitchKindError, match=r"knows no tier leaf"):
+        switches.renumbered(spec, {"spine": 1000})
+    with pytest.raises(SwitchKindError, match="the same dpid"):
+        switches.renumbered(spec, {"spine": 1, "leaf": 2})
+
+
+def test_dpid_by_tier_in_kind_json_is_checked(builds: Path) -> None:
+    manifest = builds / "t-fwd" / switches.OFSS_BUILD_FILE
+    manifest.write_text(json.dumps({"forwards": True, "dpid_by_tier": {"leaf": 1,
+                                                                       "spine": 1000}}))
+    assert get_switch_kind("t-fwd").dpids == {"leaf": 1, "spine": 1000}
+    switches.unload_ofss_builds(builds)
+    manifest.write_text(json.dumps({"dpid_by_tier": {"leaf": "one"}}))
+    with pytest.raises(SwitchKindError, match="dpid_by_tier must map tier names"):
+        get_switch_kind("t-fwd")
