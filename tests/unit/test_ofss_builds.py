@@ -168,6 +168,30 @@ def test_a_source_is_exported_from_a_work_tree_or_a_bare_repository(
     assert "#define TCP_PATH 1 //x" in text and authors_switch.MODE_LINE not in text
 
 
+def test_a_partial_mirror_is_exported_without_its_absent_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A mirror may lack a tree's largest files: they are left out and named, and the
+    build fails later only if it needs them."""
+    work = _authors_tree(tmp_path)
+    sha = _git("rev-parse", "HEAD:README.md", cwd=work)
+    (tmp_path / "bare" / "objects" / sha[:2] / sha[2:]).unlink()
+    assert authors_switch.missing_blobs(tmp_path / "bare") == ["README.md"]
+    out = authors_switch.export_source(tmp_path / "bare", tmp_path / "out")
+    assert sorted(p.name for p in out.path.iterdir()) == [authors_switch.SWITCH_SUBDIR]
+    assert "1 file(s) absent from the repository, left out: README.md" in \
+        capsys.readouterr().out
+
+
+def test_a_source_fix_that_matches_nothing_fails_the_build(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.cpp").write_text("std::make_pair<int, int>(1, 2);\n")
+    fix = authors_switch.SourceFix("src/**/*.[ch]*", "make_pair<", "pair<", "why")
+    assert authors_switch.apply_fixes(tmp_path, (fix,)) == ["'make_pair<' -> 'pair<' x1 (why)"]
+    assert (tmp_path / "src" / "a.cpp").read_text() == "std::pair<int, int>(1, 2);\n"
+    with pytest.raises(authors_switch.BuildError, match="matches nothing"):
+        authors_switch.apply_fixes(tmp_path, (fix,))
+
+
 def test_a_source_without_the_mode_line_is_refused(tmp_path: Path) -> None:
     work = _authors_tree(tmp_path)
     pipeline = work / authors_switch.SWITCH_SUBDIR / authors_switch.PIPELINE
