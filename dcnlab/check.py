@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import json
 import random
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from dcnlab.benchmarks.engine.fabric import Fabric, FabricRequest, Mininet, Place
 from dcnlab.hosts import dctcp
 from dcnlab.schemes import registry
 from dcnlab.schemes.base import CheckContext, HostSession, Scheme, with_topology_options
-from dcnlab.topo.network import Network
 from dcnlab.topo.spec import TopologySpec, parse
 
 TOP_TIERS = ("core", "spine")
@@ -101,7 +103,7 @@ def inter_pod_pairs(spec: TopologySpec, count: int, seed: int = 1) -> list[tuple
     return best[:count]
 
 
-def _core_bytes(net: Network, spec: TopologySpec) -> dict[str, int]:
+def _core_bytes(net: Fabric, spec: TopologySpec) -> dict[str, int]:
     """tx bytes per top-tier switch, from the app's OpenFlow port stats."""
     state = net.state() or {}
     stats = state.get("port_stats", {})
@@ -112,7 +114,7 @@ def _core_bytes(net: Network, spec: TopologySpec) -> dict[str, int]:
     return out
 
 
-def _fresh_stats(net: Network, after: float, timeout: float = 10.0) -> None:
+def _fresh_stats(net: Fabric, after: float, timeout: float = 10.0) -> None:
     """Wait until the app has polled port stats after time ``after``."""
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -122,7 +124,7 @@ def _fresh_stats(net: Network, after: float, timeout: float = 10.0) -> None:
         time.sleep(0.2)
 
 
-def run_transfers(net: Network, pairs: list[tuple[str, str]],
+def run_transfers(net: Fabric, pairs: list[tuple[str, str]],
                   timeout: float = TRANSFER_TIMEOUT, congestion: str | None = None) -> int:
     """Concurrent iperf3 transfers of FLOW_BYTES each (with TCP congestion control
     ``congestion``, or the hosts' default); returns how many completed."""
@@ -152,7 +154,7 @@ def run_transfers(net: Network, pairs: list[tuple[str, str]],
                 proc.wait()
 
 
-def _uplink_split(net: Network, spec: TopologySpec, src: str) -> list[int]:
+def _uplink_split(net: Fabric, spec: TopologySpec, src: str) -> list[int]:
     """tx packets on each uplink of ``src``'s switch, from the app's port stats."""
     iface = spec.host(src).interfaces[0]
     sw = spec.switch(iface.switch)
@@ -162,7 +164,7 @@ def _uplink_split(net: Network, spec: TopologySpec, src: str) -> list[int]:
     return [ports.get(str(p), {}).get("tx_packets", 0) for p in sorted(ups)]
 
 
-def one_flow_split(net: Network, src: str, dst: str) -> tuple[bool, list[float]]:
+def one_flow_split(net: Fabric, src: str, dst: str) -> tuple[bool, list[float]]:
     """Run one transfer; return whether it completed and the share of its packets on
     each uplink of the source's switch (from the app's OpenFlow port stats)."""
     before = _uplink_split(net, net.spec, src)
@@ -173,11 +175,19 @@ def one_flow_split(net: Network, src: str, dst: str) -> tuple[bool, list[float]]
     return done, [round(x / max(1, sum(moved)), 3) for x in moved]
 
 
-def check(topo: str, app: str, switch: str = "ovs", select_mode: str = "random") -> CheckResult:
+def check(topo: str, app: str, switch: str = "ovs", select_mode: str = "random",
+          place: Place | None = None) -> CheckResult:
+    """Check ``app`` on ``topo``: on a Mininet network of ``switch`` switches, or on a
+    lab (``place``: dcnlab.lab.fabric.LabPlace; ``switch`` is then the lab's kind)."""
     scheme = registry.lookup(app)
     spec = parse(with_topology_options(topo, scheme.topology_options if scheme else ()))
+    place = place if place is not None else Mininet()
     result = CheckResult({"topo": spec.spec, "app": app, "switch": switch})
     why = scheme.refuses(switch) if scheme else None
+    if why is None:
+        why = place.refuse_network(
+            spec.spec, app, host_parts=scheme.host_parts if scheme else None,
+            congestion=frozenset({scheme.congestion} - {None}) if scheme else frozenset())
     if why is not None:
         result.failures.append(why)
         return result
@@ -193,10 +203,18 @@ def check(topo: str, app: str, switch: str = "ovs", select_mode: str = "random")
     started = time.time()
     try:
         with dctcp.provided([scheme.congestion if scheme else None]), \
-                Network(spec, app=registry.app_module(app), switch=switch, app_env=env,
-                        switch_options=options or None,
-                        management=session is not None and session.management) as net:
-            _checks(net, spec, switch, select_mode, result, started, scheme, session)
+                tempfile.TemporaryDirectory(prefix="dcnlab-check-") as run_dir:
+            net = place.make(FabricRequest(
+                spec.spec, registry.app_module(app), switch, Path(run_dir), env,
+                switch_options=options or None,
+                management=session is not None and session.management))
+            net.start()  # a start that fails stops what it started
+            try:
+                # net.spec, not spec: a switch kind may renumber the dpids (Network)
+                _checks(net, net.spec, switch, select_mode, result, started, scheme,
+                        session)
+            finally:
+                net.stop()
     finally:
         if session is not None:
             session.stop(None)
@@ -225,15 +243,16 @@ def all_pairs_ping(hosts: list[Any]) -> tuple[list[tuple[str, str]], int]:
     return lost, max(1, len(pairs))
 
 
-def _checks(net: Network, spec: TopologySpec, switch: str, select_mode: str,
+def _checks(net: Fabric, spec: TopologySpec, switch: str, select_mode: str,
             result: CheckResult, started: float, scheme: Scheme | None,
             session: HostSession | None) -> None:
     result.fields["startup_s"] = round(time.time() - started, 1)
-    unreachable, pairs_n = all_pairs_ping(net.mn.hosts)
+    hosts = [net.host(h.name) for h in spec.hosts]
+    unreachable, pairs_n = all_pairs_ping(hosts)
     result.fields["pingall"] = round(1 - len(unreachable) / pairs_n, 4)
     if unreachable:
         shown = ", ".join(f"{a}->{b}" for a, b in unreachable[:10])
-        hosts_n = len(net.mn.hosts)
+        hosts_n = len(hosts)
         rest = (f"; {unreachable[0][0]} reached none of the others, so the other pairs "
                 "were not pinged" if pairs_n < hosts_n * (hosts_n - 1) else "")
         result.failures.append(f"all-pairs ping: {len(unreachable)} of {pairs_n} pairs "

@@ -100,10 +100,25 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    _require_root()
     from dcnlab.check import check
 
-    result = check(args.topo, args.app, args.switch, args.select_mode)
+    place = _lab_place(args.lab) if args.lab is not None else None
+    topo, switch = args.topo, args.switch
+    if place is not None:
+        # the lab's switches are what they are: its file says which kind
+        if args.switch is not None:
+            _die("--switch and --lab: a lab's switches are its file's switch_kind "
+                 f"({place.lab.switch_kind}); give one or the other")
+        switch = place.lab.switch_kind
+        topo = topo or place.lab.topology
+        if topo is None:
+            _die(f"--lab {args.lab}: give --topo (the lab file has no topology)")
+    else:
+        switch = switch or "ovs"
+        if topo is None:
+            _die("--topo SPEC is required (or --lab LAB.yaml, whose file gives a topology)")
+    _require_root()
+    result = check(topo, args.app, switch, args.select_mode, place=place)
     print(result.line(), flush=True)
     return EXIT_OK if result.ok else EXIT_FAILED
 
@@ -582,18 +597,20 @@ def build_parser() -> argparse.ArgumentParser:
     interrupted = (EXIT_INTERRUPTED, f"{INTERRUPTED}: everything it started was stopped")
     needs_root = f"needed ({ROOT_WHY}); run with sudo"
 
-    def network_args(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--topo", required=True, type=_spec_arg, metavar="SPEC",
+    def network_args(sp: argparse.ArgumentParser, lab: bool = False) -> None:
+        sp.add_argument("--topo", required=not lab, type=_spec_arg, metavar="SPEC",
                         help="topology spec, e.g. fattree:4 or spineleaf:4,4,4 (dcnlab topo "
-                        "--help lists the forms)")
+                        "--help lists the forms)" + ("; with --lab, default: the lab "
+                                                     "file's topology" if lab else ""))
         sp.add_argument("--app", required=True, type=_app_arg, metavar="APP",
                         help=f"a scheme ({', '.join(schemes)}; dcnlab schemes describes "
                         "them) or a Ryu app module or file of your own")
-        sp.add_argument("--switch", default="ovs", choices=_switch_kinds(),
+        sp.add_argument("--switch", default=None if lab else "ovs", choices=_switch_kinds(),
                         help="switch kind: ovs (Open vSwitch, userspace datapath; the "
                         "default), ext (dcnlab's own switch: delay, buffers, ECN, queue "
                         "disciplines), ofss (ofsoftswitch13, if installed) or an "
-                        "ofsoftswitch13 build in $DCNLAB_OFSS_BUILDS")
+                        "ofsoftswitch13 build in $DCNLAB_OFSS_BUILDS"
+                        + ("; not with --lab" if lab else ""))
 
     up = _add(sub, "up", "start a network and open the Mininet CLI (root)",
               "Build the network of --topo with --switch switches and the app's controller, "
@@ -623,9 +640,13 @@ def build_parser() -> argparse.ArgumentParser:
                 usage_error, interrupted],
                _cmd_check)
     chk.details = _check_details
-    network_args(chk)
+    network_args(chk, lab=True)
     chk.add_argument("--select-mode", default="random", choices=("random", "rr"),
                      help="per-packet select mode, for schemes that ask switch_ext for one")
+    chk.add_argument("--lab", metavar="LAB.yaml", default=None,
+                     help="check on the lab this file describes (its switches and servers, "
+                     "over SSH; docs/lab.md) instead of a Mininet network; the switch kind "
+                     "is the lab file's")
 
     run = _add(sub, "run", "run a comparative experiment from a YAML file (root)",
                "Run every scheme x seed x load (or other swept value) of the experiment file, "

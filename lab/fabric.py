@@ -93,32 +93,45 @@ class LabPlace:
             return ("diagnosis.flow_paths taps emulated links (tc on their veths); a lab's "
                     "links are cables")
         for scheme in spec.schemes:
-            # what still runs on this machine only (its pieces are not put on lab hosts
-            # yet): say so rather than run something else than the scheme
-            known = registry.lookup(scheme.app)
-            if scheme.agents not in (None, NO_AGENTS):
-                return (f"scheme {scheme.name}: host parts ({scheme.agents} agents) do not "
-                        "run on lab hosts yet")
-            if known is not None and known.transport is not None:
-                return (f"scheme {scheme.name}: its transport ({known.transport.name}) does "
-                        "not run on lab hosts yet")
-            congestion = {scheme.congestion, *spec.congestion.values()} - {None}
-            if "dctcp" in congestion:
-                return (f"scheme {scheme.name}: DCTCP (a BPF congestion control this machine "
-                        "loads for Mininet's hosts) is not loaded on lab hosts yet")
-            text = scheme_topology(spec, scheme)
-            topo = _topology(text)
-            wrong = mismatch(self.lab, topo)
-            if wrong is not None:
-                return wrong
-            # what the experiment asks of the links (the family's default rate only
-            # calibrates the workload): rates too, which Mininet shapes on its veths and
-            # a cable does not
-            asked = link_options(text)
-            if asked and self.lab.switch_kind != "ext":
-                return (f"scheme {scheme.name}: the topology asks for link emulation "
-                        f"({', '.join(asked)}), which only switch_ext switches provide; this "
-                        "lab's switches are hardware (the lab file's switch_kind: openflow)")
+            congestion = frozenset({scheme.congestion, *spec.congestion.values()} - {None})
+            agents = scheme.agents if scheme.agents not in (None, NO_AGENTS) else None
+            why = self._refuse(scheme.name, scheme.app, scheme_topology(spec, scheme),
+                               agents, congestion)
+            if why is not None:
+                return why
+        return None
+
+    def refuse_network(self, topology: str, app: str, *, host_parts: str | None = None,
+                       congestion: frozenset[str] = frozenset()) -> str | None:
+        known = registry.lookup(app)
+        return self._refuse(known.name if known else app, app, topology, host_parts,
+                            congestion)
+
+    def _refuse(self, name: str, app: str, topology: str, agents: str | None,
+                congestion: frozenset[str]) -> str | None:
+        """Why scheme ``name`` (app ``app``) cannot run on ``topology`` here."""
+        # what still runs on this machine only (its pieces are not put on lab hosts
+        # yet): say so rather than run something else than the scheme
+        known = registry.lookup(app)
+        if agents is not None:
+            return f"scheme {name}: host parts ({agents} agents) do not run on lab hosts yet"
+        if known is not None and known.transport is not None:
+            return (f"scheme {name}: its transport ({known.transport.name}) does not run on "
+                    "lab hosts yet")
+        if "dctcp" in congestion:
+            return (f"scheme {name}: DCTCP (a BPF congestion control this machine loads for "
+                    "Mininet's hosts) is not loaded on lab hosts yet")
+        wrong = mismatch(self.lab, _topology(topology))
+        if wrong is not None:
+            return wrong
+        # what the experiment asks of the links (the family's default rate only
+        # calibrates the workload): rates too, which Mininet shapes on its veths and a
+        # cable does not
+        asked = link_options(topology)
+        if asked and self.lab.switch_kind != "ext":
+            return (f"scheme {name}: the topology asks for link emulation "
+                    f"({', '.join(asked)}), which only switch_ext switches provide; this "
+                    "lab's switches are hardware (the lab file's switch_kind: openflow)")
         return None
 
     def make(self, request: FabricRequest) -> LabFabric:

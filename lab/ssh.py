@@ -396,6 +396,25 @@ class RemoteProcess:
 
     # -- Popen's interface ---------------------------------------------------------
 
+    def communicate(self, timeout: float | None = None) -> tuple[bytes, None]:
+        """Its whole stdout (when started with ``stdout=PIPE``; else b"") once it ended,
+        as ``Popen.communicate`` gives it; TimeoutExpired after ``timeout`` seconds."""
+        chunks: list[bytes] = []
+        reader = None
+        if self.stdout is not None:
+            stdout = self.stdout
+            reader = threading.Thread(target=lambda: chunks.append(stdout.read() or b""),
+                                      daemon=True)
+            reader.start()
+        began = time.monotonic()
+        self.wait(timeout)
+        if reader is not None:  # the pump closes the stream's far end when it ends
+            left = None if timeout is None else max(0.1, timeout - (time.monotonic() - began))
+            reader.join(left)
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.command, timeout or 0.0)
+        return (chunks[0] if chunks else b""), None
+
     def poll(self) -> int | None:
         return self.returncode if self._ended.is_set() else None
 

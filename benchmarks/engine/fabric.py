@@ -11,6 +11,7 @@ on hardware switches, say.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,13 @@ class Fabric(Protocol):
         ...
 
 
+def host_python(fabric: Fabric, host: str) -> str:
+    """The interpreter that has dcnlab on ``host``: the lab file's on a lab server, this
+    one on a Mininet host (which shares this machine's files)."""
+    files = fabric.host_files(host)
+    return files.python if files is not None else sys.executable
+
+
 @dataclass(frozen=True)
 class FabricRequest:
     """What one scheme's network needs."""
@@ -86,6 +94,13 @@ class Place(Protocol):
         """Why this place cannot run ``spec`` (None: it can)."""
         ...
 
+    def refuse_network(self, topology: str, app: str, *, host_parts: str | None = None,
+                       congestion: frozenset[str] = frozenset()) -> str | None:
+        """Why this place cannot build ``topology`` for ``app`` (a scheme name or app
+        module) with these host parts and congestion controls (None: it can); what
+        ``dcnlab check`` asks before it builds a network."""
+        ...
+
     def make(self, request: FabricRequest) -> Fabric: ...
 
 
@@ -95,6 +110,10 @@ class Mininet:
     name = "mininet"
 
     def refuse(self, spec: ExperimentSpec) -> str | None:
+        return None
+
+    def refuse_network(self, topology: str, app: str, *, host_parts: str | None = None,
+                       congestion: frozenset[str] = frozenset()) -> str | None:
         return None
 
     def make(self, request: FabricRequest) -> Fabric:

@@ -25,6 +25,7 @@ from dcnlab.benchmarks.engine import ExperimentError, run_experiment
 from dcnlab.benchmarks.engine.fabric import FabricRequest
 from dcnlab.benchmarks.engine.spec import flows_for, load_spec
 from dcnlab.benchmarks.engine.table import fmt
+from dcnlab.check import check
 from dcnlab.lab import spec as lab_spec
 from dcnlab.lab.describe import describe, render
 from dcnlab.lab.fabric import LabPlace
@@ -116,6 +117,38 @@ def test_an_experiment_runs_on_the_lab(place: LabPlace, tmp_path: Path) -> None:
                    for r in csv.DictReader(fh)]
     assert written == [(f.src, f.dst, f.size, round(f.start, 6)) for f in flows]
     assert result.rows == len(flows) > 0
+
+
+@pytest.mark.parametrize("app", ["ecmp", "tcppath"])
+def test_check_passes_on_the_lab(place: LabPlace, app: str, tmp_path: Path) -> None:
+    """dcnlab check --lab: the same generic part and scheme invariant as on Mininet,
+    on the lab's switches and hosts (TCP-Path's probes run in the lab file's python),
+    and nothing it started outlives it."""
+    result = check(TOPOLOGY, app, place.lab.switch_kind, place=place)
+    assert result.ok, result.line()
+    fields = result.fields
+    assert fields["pingall"] == 1.0 and fields["tcp_completed"] == fields["tcp_flows"] > 0
+    assert fields["cores_used"] == fields["cores"] == 2  # both spines carried transfers
+    if app == "tcppath":
+        assert fields["congestion_probes"] == fields["congestion_completed"] > 0
+        assert fields["connect_p50_ms"] > 0
+    left = place.make(FabricRequest(TOPOLOGY, "dcnlab.apps.ecmp", "ext", tmp_path))
+    ssh = left.hosts["h1"]
+    try:  # no check process left on a host (they share this machine's process table;
+        # the brackets keep the pattern from matching the shell that runs pgrep)
+        assert ssh.cmd("pgrep -f '[i]perf3 -s -1|[t]cp_connect serve' || true").strip() == ""
+    finally:
+        ssh.close()
+
+
+def test_check_on_the_lab_refuses_what_lab_hosts_cannot_run(place: LabPlace) -> None:
+    """Before anything starts: host agents, and a topology that is not the lab's."""
+    result = check(TOPOLOGY, "uc3", place.lab.switch_kind, place=place)
+    assert result.failures == ["scheme uc3: host parts (uc3 agents) do not run on lab hosts "
+                               "yet"], result.line()
+    assert "startup_s" not in result.fields
+    other = check("spineleaf:3,2,2", "ecmp", place.lab.switch_kind, place=place)
+    assert other.failures and "0x5 are not in the lab file" in other.failures[0], other.line()
 
 
 def test_describe_finds_what_the_lab_file_says(lab: EmulatedLab, place: LabPlace,

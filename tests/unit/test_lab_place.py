@@ -156,3 +156,59 @@ def test_what_does_not_run_on_lab_hosts_yet_is_refused_by_name() -> None:
 def test_dctcp_on_lab_hosts_is_refused_by_name() -> None:
     dctcp = LabPlace(_lab()).refuse(_experiment(congestion="dctcp"))
     assert dctcp is not None and "DCTCP" in dctcp and "not loaded on lab hosts yet" in dctcp
+
+
+def test_check_with_a_lab_takes_its_switch_kind_and_topology(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """dcnlab check --lab: the lab file's switch kind, its topology when --topo is not
+    given; --switch with --lab, or neither --topo nor a lab topology, is a usage error,
+    before root."""
+    import os
+
+    import yaml
+
+    from dcnlab import check as check_module
+    from dcnlab import cli
+
+    topo = parse(TOPOLOGY)
+    base = {"controller": {"listen": "192.0.2.1"},
+            "switches": [{"dpid": sw.dpid} for sw in topo.switches],
+            "hosts": [{"name": h.name, "ssh": f"192.0.2.{10 + i}", "interface": "eth1",
+                       "address": h.ip} for i, h in enumerate(topo.hosts, start=1)]}
+    bare, given = tmp_path / "bare.yaml", tmp_path / "given.yaml"
+    bare.write_text(yaml.safe_dump(base))
+    given.write_text(yaml.safe_dump({**base, "topology": TOPOLOGY, "switch_kind": "ext"}))
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    for argv, expected in [
+        (["check", "--app", "ecmp", "--lab", str(given), "--switch", "ovs"],
+         "--switch and --lab"),
+        (["check", "--app", "ecmp", "--lab", str(bare)], "give --topo"),
+        (["check", "--app", "ecmp"], "--topo SPEC is required"),
+        (["check", "--app", "ecmp", "--lab", str(given)], "needs root"),
+    ]:
+        with pytest.raises(SystemExit) as exc:
+            cli.main(argv)
+        assert exc.value.code == 2, argv
+        assert expected in capsys.readouterr().err, argv
+    calls: list[tuple[Any, ...]] = []
+
+    def fake(topo: str, app: str, switch: str, mode: str, place: Any = None) -> Any:
+        calls.append((topo, app, switch, type(place).__name__))
+        return check_module.CheckResult({"topo": topo})
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(check_module, "check", fake)
+    assert cli.main(["check", "--app", "ecmp", "--lab", str(given)]) == 0
+    assert calls == [(TOPOLOGY, "ecmp", "ext", "LabPlace")]
+
+
+def test_check_on_a_lab_refuses_host_parts_dctcp_and_other_machines() -> None:
+    """What dcnlab check asks the place before it builds anything."""
+    place = LabPlace(_lab())
+    assert place.refuse_network(TOPOLOGY, "ecmp") is None
+    assert place.refuse_network(TOPOLOGY, "uc3", host_parts="uc3") == \
+        "scheme uc3: host parts (uc3 agents) do not run on lab hosts yet"
+    assert "DCTCP" in (place.refuse_network(TOPOLOGY, "abq",
+                                            congestion=frozenset({"dctcp"})) or "")
+    assert "are not in the lab file" in (place.refuse_network("spineleaf:3,2,2", "ecmp")
+                                        or "")

@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 import random
 import statistics
-import sys
 import time
 from typing import Any
 
+from dcnlab.benchmarks.engine.fabric import host_python
 from dcnlab.topo.network import Network
 from dcnlab.topo.readiness import in_host, wait_listening
 from dcnlab.topo.spec import TopologySpec
@@ -66,8 +66,9 @@ def tcppath_congestion(net: Network, spec: TopologySpec) -> tuple[dict[str, Any]
     ip = {h: net.host(h).IP() for h in [*srcs, *dsts, bg_src, bg_dst]}
     procs = [net.host(bg_dst).popen(["iperf3", "-s", "-1", "-p", "5299"])]
     try:
-        procs += [net.host(d).popen([sys.executable, "-m", "dcnlab.benchmarks.tcp_connect",
-                                     "serve", "--port", str(PROBE_PORT)]) for d in dsts]
+        procs += [net.host(d).popen([host_python(net, d), "-m",
+                                     "dcnlab.benchmarks.tcp_connect", "serve", "--port",
+                                     str(PROBE_PORT)]) for d in dsts]
         wait_listening(in_host(net.host(bg_dst)), 5299, what="iperf3 server")
         for d in dsts:
             wait_listening(in_host(net.host(d)), PROBE_PORT, what=f"probe server on {d}")
@@ -85,7 +86,7 @@ def tcppath_congestion(net: Network, spec: TopologySpec) -> tuple[dict[str, Any]
         clients = []
         for i, (s, d) in enumerate(pairs):
             clients.append(net.host(s).popen(
-                [sys.executable, "-m", "dcnlab.benchmarks.tcp_connect", "connect", "--host",
+                [host_python(net, s), "-m", "dcnlab.benchmarks.tcp_connect", "connect", "--host",
                  ip[d], "--port", str(PROBE_PORT), "--sport", str(PROBE_SPORT + i * per_pair),
                  "--count", str(per_pair), "--interval", "0.05"], stdout=-1))
         rows = []
@@ -127,7 +128,7 @@ def connect_latencies(net: Network, pairs: list[tuple[str, str]], per_pair: int,
                       sport: int) -> list[float]:
     """connect() seconds of ``per_pair`` sequential connections per pair (the ones that
     completed), each pair's source ports counting up from ``sport``."""
-    servers = [net.host(d).popen([sys.executable, "-m", "dcnlab.benchmarks.tcp_connect",
+    servers = [net.host(d).popen([host_python(net, d), "-m", "dcnlab.benchmarks.tcp_connect",
                                   "serve", "--port", str(PROBE_PORT)])
                for d in sorted({d for _, d in pairs})]
     out: list[float] = []
@@ -136,7 +137,7 @@ def connect_latencies(net: Network, pairs: list[tuple[str, str]], per_pair: int,
             wait_listening(in_host(net.host(d)), PROBE_PORT, what=f"probe server on {d}")
         for i, (a, b) in enumerate(pairs):
             proc = net.host(a).popen(
-                [sys.executable, "-m", "dcnlab.benchmarks.tcp_connect", "connect", "--host",
+                [host_python(net, a), "-m", "dcnlab.benchmarks.tcp_connect", "connect", "--host",
                  net.host(b).IP(), "--port", str(PROBE_PORT), "--sport",
                  str(sport + i * per_pair), "--count", str(per_pair), "--interval", "0.02"],
                 stdout=-1)
