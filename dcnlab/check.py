@@ -135,9 +135,10 @@ def run_transfers(net: Fabric, pairs: list[tuple[str, str]],
         time.sleep(0.5)
         for i, (src, dst) in enumerate(pairs):
             ip = net.host(dst).IP()
+            cc = net.congestion_name(src, congestion)  # what the host's kernel calls it
             clients.append(net.host(src).popen(
                 ["iperf3", "-c", ip, "-p", str(5201 + i), "-n", FLOW_BYTES, "--connect-timeout",
-                 "3000", *(["-C", congestion] if congestion else [])]))
+                 "3000", *(["-C", cc] if cc else [])]))
         deadline = time.time() + timeout
         done = 0
         for proc in clients:
@@ -202,19 +203,26 @@ def check(topo: str, app: str, switch: str = "ovs", select_mode: str = "random",
         env.update(session.app_env())
     started = time.time()
     try:
-        with dctcp.provided([scheme.congestion if scheme else None]), \
-                tempfile.TemporaryDirectory(prefix="dcnlab-check-") as run_dir:
+        with tempfile.TemporaryDirectory(prefix="dcnlab-check-") as run_dir:
             net = place.make(FabricRequest(
                 spec.spec, registry.app_module(app), switch, Path(run_dir), env,
                 switch_options=options or None,
                 management=session is not None and session.management))
             net.start()  # a start that fails stops what it started
+            stopped = False
             try:
-                # net.spec, not spec: a switch kind may renumber the dpids (Network)
-                _checks(net, net.spec, switch, select_mode, result, started, scheme,
-                        session)
+                with net.congestion_controls({scheme.congestion} - {None} if scheme
+                                             else set()):
+                    try:
+                        # net.spec, not spec: a switch kind may renumber the dpids
+                        _checks(net, net.spec, switch, select_mode, result, started,
+                                scheme, session)
+                    finally:  # before the congestion controls go: no host socket left
+                        stopped = True
+                        net.stop()
             finally:
-                net.stop()
+                if not stopped:
+                    net.stop()
     finally:
         if session is not None:
             session.stop(None)
@@ -266,7 +274,7 @@ def _checks(net: Fabric, spec: TopologySpec, switch: str, select_mode: str,
     pairs = inter_pod_pairs(spec, 16)
     before = _core_bytes(net, spec)
     t0 = time.time()
-    done = run_transfers(net, pairs, congestion=dctcp.resolve(congestion))
+    done = run_transfers(net, pairs, congestion=congestion)
     _fresh_stats(net, time.time())
     after = _core_bytes(net, spec)
     result.fields.update(tcp_flows=len(pairs), tcp_completed=done,

@@ -22,6 +22,8 @@ import contextlib
 import itertools
 import json
 import os
+import subprocess
+import threading
 import time
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -43,6 +45,7 @@ from .spec import LabSpec
 from .ssh import HostError, SshHost, SshLoop, Target
 
 READY_TIMEOUT = 60.0  # seconds for every switch to connect and confirm its entries
+HOLDER_TIMEOUT = 60.0  # seconds for a host's DCTCP holder to answer, and to end
 _counter = itertools.count(1)
 
 
@@ -50,6 +53,20 @@ def _topology(text: str) -> TopologySpec:
     from dcnlab.topo.spec import parse
 
     return parse(text)
+
+
+def _first_line(proc: Any, timeout: float) -> dict[str, Any]:
+    """The JSON object a remote process prints first ({} when it prints none, or no
+    JSON, within ``timeout`` seconds)."""
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    try:
+        said = json.loads(got[0]) if got and got[0].strip() else {}
+    except ValueError:
+        return {}
+    return said if isinstance(said, dict) else {}
 
 
 def link_options(topology: str) -> list[str]:
@@ -93,22 +110,21 @@ class LabPlace:
             return ("diagnosis.flow_paths taps emulated links (tc on their veths); a lab's "
                     "links are cables")
         for scheme in spec.schemes:
-            congestion = frozenset({scheme.congestion, *spec.congestion.values()} - {None})
             agents = scheme.agents if scheme.agents not in (None, NO_AGENTS) else None
             why = self._refuse(scheme.name, scheme.app, scheme_topology(spec, scheme),
-                               agents, congestion)
+                               agents)
             if why is not None:
                 return why
         return None
 
     def refuse_network(self, topology: str, app: str, *, host_parts: str | None = None,
                        congestion: frozenset[str] = frozenset()) -> str | None:
+        # congestion controls: each host's kernel is asked when the fabric starts
+        # (LabFabric.congestion_controls), DCTCP included
         known = registry.lookup(app)
-        return self._refuse(known.name if known else app, app, topology, host_parts,
-                            congestion)
+        return self._refuse(known.name if known else app, app, topology, host_parts)
 
-    def _refuse(self, name: str, app: str, topology: str, agents: str | None,
-                congestion: frozenset[str]) -> str | None:
+    def _refuse(self, name: str, app: str, topology: str, agents: str | None) -> str | None:
         """Why scheme ``name`` (app ``app``) cannot run on ``topology`` here."""
         # what still runs on this machine only (its pieces are not put on lab hosts
         # yet): say so rather than run something else than the scheme
@@ -118,9 +134,6 @@ class LabPlace:
         if known is not None and known.transport is not None:
             return (f"scheme {name}: its transport ({known.transport.name}) does not run on "
                     "lab hosts yet")
-        if "dctcp" in congestion:
-            return (f"scheme {name}: DCTCP (a BPF congestion control this machine loads for "
-                    "Mininet's hosts) is not loaded on lab hosts yet")
         wrong = mismatch(self.lab, _topology(topology))
         if wrong is not None:
             return wrong
@@ -204,6 +217,8 @@ class LabFabric:
         self._controller: ControllerProcess | None = None
         self._switches = {sw.name: LabSwitch(sw.name, sw.dpid) for sw in self.spec.switches}
         self._started = False
+        self._holders: list[Any] = []  # congestion-control holders, one per host
+        self._congestion: dict[str, str] = {}  # host -> what its sockets ask for (dctcp)
 
     def _target(self, name: str) -> Target:
         host = self.lab.host(name)
@@ -248,6 +263,7 @@ class LabFabric:
 
     def stop(self) -> None:
         errors = []
+        self._stop_holders()
         for ssh in self.hosts.values():
             try:
                 left = ssh.stop_all()
@@ -338,6 +354,48 @@ class LabFabric:
 
     def state(self) -> ControllerState | None:
         return read_state(str(self.state_file))
+
+    def congestion_controls(self, names: set[str]) -> contextlib.AbstractContextManager[None]:
+        """Each host's kernel is its own: for DCTCP, a holder on every host
+        (``python -m dcnlab.hosts.dctcp hold`` at the lab file's python) makes it usable
+        there and says what its sockets must ask for; the holders end with the fabric
+        (:meth:`stop`), before the hosts' other processes.  A host that cannot is named,
+        with its reason, before any run."""
+        if "dctcp" in names:
+            for name, ssh in self.hosts.items():
+                if name in self._congestion:
+                    continue
+                holder = ssh.popen([self.lab.python, "-m", "dcnlab.hosts.dctcp", "hold"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                self._holders.append(holder)
+                said = _first_line(holder, HOLDER_TIMEOUT)
+                if "congestion" not in said:
+                    why = said.get("error") or "it ended without saying why"
+                    raise NetworkError(f"host {name}: DCTCP cannot be used there: {why} "
+                                       "(dcnlab lab prepare reports what the host lacks)")
+                self._congestion[name] = str(said["congestion"])
+        return contextlib.nullcontext()
+
+    def congestion_name(self, host: str, name: str | None) -> str | None:
+        if name == "dctcp":
+            if host not in self._congestion:
+                raise NetworkError(f"host {host}: DCTCP was not made usable there "
+                                   "(congestion_controls)")
+            return self._congestion[host]
+        return name
+
+    def _stop_holders(self) -> None:
+        for holder in self._holders:
+            with contextlib.suppress(OSError, ValueError):
+                if holder.stdin is not None:
+                    holder.stdin.close()  # the holder drops its use and exits
+        for holder in self._holders:
+            try:
+                holder.wait(HOLDER_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                holder.terminate()
+        self._holders.clear()
+        self._congestion.clear()
 
     def management_ip(self, host: str) -> str:
         spec = self.lab.host(host)

@@ -157,6 +157,11 @@ def _kernel(ssh: SshHost, report: Prepared) -> None:
          "kernel built with CONFIG_DEBUG_INFO_BTF)"),
         ("test \"$(sysctl -n net.mptcp.enabled 2>/dev/null)\" = 1", "MPTCP",
          "MPTCP (seed 003's kernel reference: sysctl -w net.mptcp.enabled=1)"),
+        # the kernel's own dctcp (loaded on demand), else bpftool for dcnlab's BPF one
+        ("grep -qw dctcp /proc/sys/net/ipv4/tcp_available_congestion_control || "
+         "modprobe -q tcp_dctcp 2>/dev/null || command -v bpftool >/dev/null", "DCTCP",
+         "DCTCP: the kernel's tcp_dctcp module, or bpftool (Debian: bpftool) for "
+         "dcnlab's BPF DCTCP"),
     ]
     for command, name, fix in checks:
         if ssh.run(command, timeout=15.0).returncode == 0:

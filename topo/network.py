@@ -264,6 +264,20 @@ class Network:
         protocol; a lab host returns how its files do)."""
         return None
 
+    def congestion_controls(self, names: set[str]) -> contextlib.AbstractContextManager[None]:
+        """Make every congestion control in ``names`` usable by the hosts' sockets inside
+        the block: Mininet's hosts share this machine's kernel, so the BPF DCTCP where
+        the kernel has no dctcp (the engine's fabric protocol; a lab does it per host)."""
+        from dcnlab.hosts import dctcp
+
+        return dctcp.provided(names)
+
+    def congestion_name(self, host: str, name: str | None) -> str | None:
+        """The name a socket on ``host`` must ask for to get congestion control ``name``."""
+        from dcnlab.hosts import dctcp
+
+        return dctcp.resolve(name)
+
     def management_ip(self, host: str) -> str:
         """The host's address on the management network (needs ``management=True``)."""
         if not self.management:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,6 +58,17 @@ class Fabric(Protocol):
 
     def restart_controller(self, timeout: float | None = None,
                            app: str | None = None) -> float: ...
+
+    def congestion_controls(self, names: set[str]) -> AbstractContextManager[None]:
+        """Inside the block, every congestion control in ``names`` is usable by the
+        hosts' sockets (DCTCP where a kernel has none of its own: on this machine for
+        Mininet's hosts, on each lab host for a lab's); entered after :meth:`start`."""
+        ...
+
+    def congestion_name(self, host: str, name: str | None) -> str | None:
+        """What a socket on ``host`` asks for to get congestion control ``name`` (the
+        BPF DCTCP's kernel name where it stands in for dctcp)."""
+        ...
 
     def host_files(self, name: str) -> HostFiles | None:
         """None when the host sees this machine's files (Mininet), else how its files

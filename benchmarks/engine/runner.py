@@ -510,13 +510,6 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
         session = parts.open(scheme.agents_interval or parts.default_interval)
     congestion = {scheme.congestion, *spec.congestion.values()} - {None}
     provided = ExitStack()
-    try:
-        provided.enter_context(dctcp.provided(congestion))
-    except dctcp.DctcpError as exc:
-        if session is not None:
-            session.stop(None)
-        state.errors.append(f"scheme {scheme.name}: congestion control: {exc}")
-        raise _Stop from None
     net = state.place.make(FabricRequest(
         topology, scheme.app, kind, run_dir,
         app_env={**scheme.env, **(session.app_env() if session else {})},
@@ -529,11 +522,15 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
     except NetworkError as exc:
         if session is not None:
             session.stop(None)
-        provided.close()
         state.errors.append(f"scheme {scheme.name}: the network did not start: {exc}")
         raise _Stop from None
     started: HostSession | None = None
     try:
+        try:  # on the hosts' kernels: this machine's for Mininet, each lab host's own
+            provided.enter_context(net.congestion_controls(congestion))
+        except (dctcp.DctcpError, NetworkError) as exc:
+            state.errors.append(f"scheme {scheme.name}: congestion control: {exc}")
+            raise _Stop from None
         _host_settings(state, net, scheme, congestion)
         known = registry.lookup(scheme.app)
         transport = known.transport if known is not None else None
@@ -602,8 +599,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     run_dir = state.out / "runs" / scheme.name / label
     state.progress.set_phase(f"{scheme.name} seed {seed} {spec.sweep} {fmt(value)}")
     endpoints = {h.name: Endpoint(h.name, h.ip, net.host(h.name).popen, spec.agent.port,
-                                  dctcp.resolve(scheme.congestion
-                                                or spec.congestion_for(h.name)),
+                                  net.congestion_name(h.name, scheme.congestion
+                                                      or spec.congestion_for(h.name)),
                                   agents.cgroup_procs(h.name) if agents else None,
                                   tuple(i.ip for i in h.interfaces), net.host_files(h.name))
                  for h in net.spec.hosts}

@@ -141,6 +141,36 @@ def test_check_passes_on_the_lab(place: LabPlace, app: str, tmp_path: Path) -> N
         ssh.close()
 
 
+@pytest.mark.built  # the BPF DCTCP stands in where a kernel has no dctcp
+def test_dctcp_is_made_usable_on_every_lab_host_and_dropped_after(
+        place: LabPlace, tmp_path: Path) -> None:
+    """A holder per host makes DCTCP usable there (this machine's kernel has none of
+    its own: the BPF one is registered, by the hosts' own holders) and says what its
+    sockets ask for; a transfer with it completes; when the fabric stops the holders end
+    and the kernel has what it had before."""
+    from dcnlab.hosts import dctcp
+
+    before = dctcp.AVAILABLE_FILE.read_text().split()
+    fabric = place.make(FabricRequest(TOPOLOGY, "dcnlab.apps.ecmp", "ext", tmp_path))
+    try:
+        fabric.start()
+        with fabric.congestion_controls({"dctcp"}):
+            names = {h.name: fabric.congestion_name(h.name, "dctcp")
+                     for h in fabric.spec.hosts}
+            assert set(names.values()) == {dctcp.resolve("dctcp")}, names
+            assert fabric.congestion_name("h1", "cubic") == "cubic"
+            h4 = fabric.spec.host("h4")
+            server = fabric.host("h4").popen(["iperf3", "-s", "-1", "-p", "5301"])
+            wait_for(lambda: "5301" in fabric.host("h4").cmd("ss -ltn"), 15.0)
+            client = fabric.host("h1").popen(
+                ["iperf3", "-c", h4.ip, "-p", "5301", "-n", "1M", "-C", names["h1"]])
+            assert client.wait(60) == 0 and server.wait(30) == 0
+    finally:
+        fabric.stop()
+    assert wait_for(lambda: dctcp.AVAILABLE_FILE.read_text().split() == before, 15.0), \
+        (before, dctcp.AVAILABLE_FILE.read_text())
+
+
 def test_check_on_the_lab_refuses_what_lab_hosts_cannot_run(place: LabPlace) -> None:
     """Before anything starts: host agents, and a topology that is not the lab's."""
     result = check(TOPOLOGY, "uc3", place.lab.switch_kind, place=place)

@@ -15,8 +15,6 @@ import sys
 import time
 from typing import Any
 
-from dcnlab.hosts import dctcp
-
 SIZE = 64_000
 ROUNDS = 5
 INTERVAL = 0.25  # s between rounds
@@ -109,7 +107,7 @@ def abq_incast(net: Any, spec: Any, congestion: str | None) -> tuple[dict[str, A
     if not before:
         return {}, [f"{switch} port {port} (towards {receiver}) has no abq ingress "
                     "discipline (the abq scheme needs --switch ext)"]
-    want = dctcp.resolve(congestion)
+    want = net.congestion_name(senders[0], congestion)  # what the senders ask for
     flows, lost, used = run_incast(net, receiver, senders, want)
     line = port_line(net, switch, port, time.time())
     after = abq_totals(line)
