@@ -6,7 +6,7 @@ chosen at compile time (``#define TCP_PATH`` in ``udatapath/pipeline.c``: 0, 1, 
 parses packets with NetBee (for example joestringer/Netbee).  Neither is a dependency of
 dcnlab: this script builds both from source directories you give it, into a directory
 of yours, one build per mode, each a switch kind (``authors-arppath``,
-``authors-tcppath``, ``authors-tfe``; :func:`dcnlab.topo.switches.load_ofss_builds`)::
+``authors-tcppath``, ``authors-tfe``; :mod:`dcnlab.topo.ofss_builds`)::
 
     python -m dcnlab.benchmarks.authors_switch build --tcppath SRC --netbee SRC \\
         --into ~/authors-switch

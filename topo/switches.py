@@ -1,4 +1,5 @@
-"""Switch kinds a network can be built with: ``ovs``, ``ofss`` and (plug-in) ``ext``.
+"""Switch kinds a network can be built with: ``ovs``, ``ofss``, (plug-in) ``ext``, and
+ofsoftswitch13 builds in their own directories (:mod:`.ofss_builds`, ``DCNLAB_OFSS_BUILDS``).
 
 A kind is a name plus a factory.  The factory receives the run's :class:`SwitchContext`
 and returns what Mininet's ``switch=`` argument takes: a Switch class, or any callable
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import json
 import os
 import shutil
 from collections.abc import Callable, Mapping
@@ -127,6 +127,11 @@ def register_switch_kind(name: str, factory: SwitchFactory, *, needs_ovs: bool =
     return kind
 
 
+def is_registered(name: str) -> bool:
+    """Whether ``name`` is a kind now (without importing or loading any)."""
+    return name in _registry
+
+
 def unregister_switch_kind(name: str) -> None:
     _registry.pop(name, None)
 
@@ -138,7 +143,7 @@ def switch_kinds() -> list[str]:
         get_switch_kind("ext")
     except SwitchKindError:
         pass
-    load_ofss_builds()
+    _load_builds()
     return sorted(_registry)
 
 
@@ -146,7 +151,7 @@ def get_switch_kind(name: str) -> SwitchKind:
     if name not in _registry and name == "ext":
         _import_ext()
     if name not in _registry:
-        load_ofss_builds()
+        _load_builds()
     try:
         return _registry[name]
     except KeyError:
@@ -156,6 +161,18 @@ def get_switch_kind(name: str) -> SwitchKind:
         raise SwitchKindError(
             f"unknown switch kind {name!r}; known kinds: {', '.join(known)}{builds}"
         ) from None
+
+
+ENV_OFSS_BUILDS = "DCNLAB_OFSS_BUILDS"  # a directory of ofsoftswitch13 builds (ofss_builds)
+
+
+def _load_builds() -> None:
+    """The ofsoftswitch13 builds ``DCNLAB_OFSS_BUILDS`` names, as kinds (imported here:
+    :mod:`.ofss_builds` registers through this module)."""
+    if os.environ.get(ENV_OFSS_BUILDS):
+        from .ofss_builds import load_ofss_builds
+
+        load_ofss_builds()
 
 
 def _import_ext() -> None:
@@ -266,7 +283,7 @@ OFSS_HINT = ("ofsoftswitch13 is in no package registry: build it from "
              "https://github.com/CPqD/ofsoftswitch13, or use --switch ovs / --switch ext")
 
 
-def _ofss_dpid(dpid: str | None) -> str | None:
+def ofss_dpid(dpid: str | None) -> str | None:
     """Our 16-digit dpid as ofdatapath's 12 digits (it keeps 48 bits)."""
     if dpid is None:
         return None
@@ -280,112 +297,12 @@ class DcnUserSwitch(UserSwitch):
     """UserSwitch with OpenFlow 1.3 defaults; takes our 16-digit dpid (it keeps 12)."""
 
     def __init__(self, name: str, dpid: str | None = None, **params: Any) -> None:
-        super().__init__(name, dpid=_ofss_dpid(dpid), **params)
-
-
-class OfssBuildSwitch(UserSwitch):
-    """An ofsoftswitch13 build off PATH: its programs are found through the PATH its
-    shell exports (:func:`bind`'s env).  Mininet's UserSwitch checks the programs on the
-    interpreter's own PATH at construction and exits the interpreter when they are not
-    there, so this constructor does what UserSwitch's does without that check (the kind
-    checked the build's directory before anything started)."""
-
-    def __init__(self, name: str, dpid: str | None = None, dpopts: str = "--no-slicing",
-                 **params: Any) -> None:
-        Switch.__init__(self, name, dpid=_ofss_dpid(dpid), **params)
-        if self.listenPort:
-            self.opts += f" --listen=ptcp:{self.listenPort} "
-        else:
-            self.opts += f" --listen=punix:/tmp/{self.name}.listen"
-        self.dpopts = dpopts
-
-    log_dir: ClassVar[Path | None] = None  # the run directory (set by bind)
-
-    def start(self, controllers: list[Any]) -> None:
-        """UserSwitch's start with the two programs' logs in the run directory (Mininet
-        writes them to /tmp and leaves them there)."""
-        if self.log_dir is None:
-            super().start(controllers)
-            return
-        remotes = ",".join(f"tcp:{c.IP()}:{c.port}" for c in controllers)
-        ofd = self.log_dir / f"{self.name}-ofd.log"
-        ofp = self.log_dir / f"{self.name}-ofp.log"
-        intfs = ",".join(str(i) for i in self.intfList() if not i.IP())
-        self.cmd(f"ofdatapath -i {intfs} punix:/tmp/{self.name} -d {self.dpid} "
-                 f"{self.dpopts} 1> {ofd} 2> {ofd} &")
-        self.cmd(f"ofprotocol unix:/tmp/{self.name} {remotes} --fail=closed {self.opts} "
-                 f"1> {ofp} 2> {ofp} &")
-
-    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's name
-        """UserSwitch's stop, then the two programs' sockets (run-prefixed names),
-        which a datapath killed in the middle of its work leaves in /tmp."""
-        super().stop(deleteIntfs)
-        for sock in (Path(f"/tmp/{self.name}"), Path(f"/tmp/{self.name}.listen")):
-            if sock.is_socket():
-                sock.unlink(missing_ok=True)
+        super().__init__(name, dpid=ofss_dpid(dpid), **params)
 
 
 def _ofss_factory(ctx: SwitchContext) -> Callable[..., Switch]:
     get_switch_kind("ofss").check_programs()
     return bind(DcnUserSwitch, ctx)
-
-
-# ---------------------------------------------------------------------------
-# ofss builds: ofsoftswitch13 forks built into directories of their own
-
-ENV_OFSS_BUILDS = "DCNLAB_OFSS_BUILDS"
-OFSS_BUILD_FILE = "kind.json"  # in each build's directory: what the kind is
-_loaded_builds: dict[Path, list[str]] = {}  # builds directory -> the kinds it gave
-
-
-def load_ofss_builds(root: str | os.PathLike[str] | None = None) -> list[str]:
-    """Register every ofsoftswitch13 build under ``root`` (default: the directory
-    ``DCNLAB_OFSS_BUILDS`` names) as a switch kind named after its directory; returns the
-    names registered now.  A build is ``NAME/kind.json`` next to ``NAME/bin/`` (ofdatapath,
-    ofprotocol, dpctl); kind.json holds ``description``, ``forwards`` (true: the datapath
-    forwards what no entry matches by itself) and ``lib`` (directories of shared libraries
-    the programs need, relative to NAME).  Written by, for example,
-    ``python -m dcnlab.benchmarks.authors_switch build``."""
-    if root is None:
-        root = os.environ.get(ENV_OFSS_BUILDS) or None
-        if root is None:
-            return []
-    base = Path(root).resolve()
-    if base in _loaded_builds:
-        return []
-    if not base.is_dir():
-        raise SwitchKindError(f"{ENV_OFSS_BUILDS}={root}: no such directory")
-    names = _loaded_builds[base] = []
-    for manifest in sorted(base.glob(f"*/{OFSS_BUILD_FILE}")):
-        build = manifest.parent
-        try:
-            about = json.loads(manifest.read_text())
-        except ValueError as exc:
-            raise SwitchKindError(f"{manifest}: not JSON ({exc})") from None
-        if build.name in _registry:
-            raise SwitchKindError(f"{manifest}: switch kind {build.name!r} is already "
-                                  "registered; rename the build's directory")
-        libs = [str((build / lib).resolve()) for lib in about.get("lib") or []]
-        register_switch_kind(
-            build.name, _ofss_build_factory(build.name, build / "bin", libs),
-            requires=OFSS_BINARIES, program_dir=build / "bin",
-            install_hint=f"{build} is not a complete build: build it again",
-            forwards=bool(about.get("forwards")), veth_tap=True,
-            dpids=_dpid_bases(manifest, about.get("dpid_by_tier")),
-            description=str(about.get("description") or f"ofsoftswitch13 build in {build}"))
-        names.append(build.name)
-    return names
-
-
-def _dpid_bases(manifest: Path, value: Any) -> dict[str, int] | None:
-    if value is None:
-        return None
-    if not (isinstance(value, dict) and value and all(
-            isinstance(k, str) and isinstance(v, int) and 0 < v < 1 << 48
-            for k, v in value.items())):
-        raise SwitchKindError(f"{manifest}: dpid_by_tier must map tier names to first "
-                              f"datapath ids (1 to 2^48 - 1), not {value!r}")
-    return dict(value)
 
 
 def renumbered(spec: TopologySpec, bases: Mapping[str, int] | None) -> TopologySpec:
@@ -409,24 +326,6 @@ def renumbered(spec: TopologySpec, bases: Mapping[str, int] | None) -> TopologyS
                               f"{spec.spec} the same dpid")
     return dataclasses.replace(spec, switches=switches)
 
-
-def unload_ofss_builds(root: str | os.PathLike[str]) -> None:
-    """Forget the kinds :func:`load_ofss_builds` registered from ``root`` (a test's
-    builds directory, say), so that reading it again registers them anew."""
-    for name in _loaded_builds.pop(Path(root).resolve(), []):
-        unregister_switch_kind(name)
-
-
-def _ofss_build_factory(name: str, bin_dir: Path, libs: list[str]
-                        ) -> Callable[[SwitchContext], Callable[..., Switch]]:
-    def factory(ctx: SwitchContext) -> Callable[..., Switch]:
-        get_switch_kind(name).check_programs()
-        env = {"PATH": f"{bin_dir.resolve()}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
-        if libs:
-            env["LD_LIBRARY_PATH"] = ":".join(libs)
-        return bind(OfssBuildSwitch, ctx, env=env, log_dir=ctx.run_dir)
-
-    return factory
 
 
 register_switch_kind("ovs", _ovs_factory, needs_ovs=True, veth_tap=True,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dcnlab import cli
-from dcnlab.topo import network, ovs, switches
+from dcnlab.topo import network, ofss_builds, ovs, switches
 from dcnlab.topo.switches import get_switch_kind
 
 
@@ -78,7 +78,7 @@ def _stand_in_builds(root: Path) -> Path:
         (builds / (KIND_PREFIX + mode) / "bin").mkdir(parents=True)
         for program in switches.OFSS_BINARIES:
             (builds / (KIND_PREFIX + mode) / "bin" / program).write_text("")
-        (builds / (KIND_PREFIX + mode) / switches.OFSS_BUILD_FILE).write_text(
+        (builds / (KIND_PREFIX + mode) / ofss_builds.OFSS_BUILD_FILE).write_text(
             '{"forwards": true}')
     return builds
 
@@ -103,7 +103,7 @@ def test_shipped_experiments_pass_the_cli_validation(spec: Path, monkeypatch: py
         with pytest.raises(SystemExit) as exc:
             cli.main(["run", str(spec)])
     finally:
-        switches.unload_ofss_builds(builds)
+        ofss_builds.unload_ofss_builds(builds)
     assert exc.value.code == 2
     assert "needs root" in capsys.readouterr().err
 

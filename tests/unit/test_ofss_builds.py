@@ -18,7 +18,7 @@ from dcnlab.benchmarks import authors_switch
 from dcnlab.benchmarks.engine.schema import SpecFileError
 from dcnlab.benchmarks.engine.spec import parse_spec
 from dcnlab.schemes import registry
-from dcnlab.topo import switches
+from dcnlab.topo import ofss_builds, switches
 from dcnlab.topo.switches import ENV_OFSS_BUILDS, SwitchKindError, get_switch_kind
 
 FORWARDING = "switch_forwarding"
@@ -33,7 +33,7 @@ def _build(root: Path, name: str, forwards: bool, programs: tuple[str, ...] =
         path.write_text("#!/bin/sh\nexit 0\n")
         path.chmod(0o755)
     (build / "lib").mkdir()
-    (build / switches.OFSS_BUILD_FILE).write_text(json.dumps(
+    (build / ofss_builds.OFSS_BUILD_FILE).write_text(json.dumps(
         {"description": f"test build {name}", "forwards": forwards, "lib": ["lib"]}))
     return build
 
@@ -46,7 +46,7 @@ def builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     _build(root, "t-plain", forwards=False)
     monkeypatch.setenv(ENV_OFSS_BUILDS, str(root))
     yield root
-    switches.unload_ofss_builds(root)
+    ofss_builds.unload_ofss_builds(root)
 
 
 def test_builds_become_switch_kinds_named_after_their_directories(builds: Path) -> None:
@@ -71,7 +71,7 @@ def test_the_switch_shell_finds_the_build_programs_and_libraries(builds: Path) -
     kind = get_switch_kind("t-fwd")
     ctx = switches.SwitchContext(run_dir=builds, prefix="t1-", spec=None)  # type: ignore[arg-type]
     cls = kind.factory(ctx)
-    assert issubclass(cls, switches.OfssBuildSwitch)
+    assert issubclass(cls, ofss_builds.OfssBuildSwitch)
     env = cls.run_env  # type: ignore[attr-defined]
     assert env["PATH"].split(":")[0] == str((builds / "t-fwd" / "bin").resolve())
     assert env["LD_LIBRARY_PATH"] == str((builds / "t-fwd" / "lib").resolve())
@@ -92,13 +92,13 @@ def test_a_builds_directory_that_is_not_there_or_not_json_is_a_clear_error(
         get_switch_kind("t-fwd")
     root = tmp_path / "bad"
     _build(root, "t-broken", forwards=True)
-    (root / "t-broken" / switches.OFSS_BUILD_FILE).write_text("{not json")
+    (root / "t-broken" / ofss_builds.OFSS_BUILD_FILE).write_text("{not json")
     monkeypatch.setenv(ENV_OFSS_BUILDS, str(root))
     try:
         with pytest.raises(SwitchKindError, match=r"t-broken/kind.json: not JSON"):
             get_switch_kind("t-broken")
     finally:
-        switches.unload_ofss_builds(root)
+        ofss_builds.unload_ofss_builds(root)
 
 
 def test_switch_forwarding_runs_only_on_a_kind_that_forwards(builds: Path) -> None:
@@ -217,7 +217,7 @@ def test_the_written_kind_is_what_dcnlab_registers(tmp_path: Path,
             kind.description
         assert registry.get(FORWARDING).refuses("authors-tcppath") is None
     finally:
-        switches.unload_ofss_builds(into)
+        ofss_builds.unload_ofss_builds(into)
 
 
 # ------------------------------------------------------------------ dpids by tier
@@ -244,11 +244,11 @@ def test_a_kind_that_reads_roles_from_dpids_gets_them_numbered_by_tier() -> None
 
 
 def test_dpid_by_tier_in_kind_json_is_checked(builds: Path) -> None:
-    manifest = builds / "t-fwd" / switches.OFSS_BUILD_FILE
+    manifest = builds / "t-fwd" / ofss_builds.OFSS_BUILD_FILE
     manifest.write_text(json.dumps({"forwards": True, "dpid_by_tier": {"leaf": 1,
                                                                        "spine": 1000}}))
     assert get_switch_kind("t-fwd").dpids == {"leaf": 1, "spine": 1000}
-    switches.unload_ofss_builds(builds)
+    ofss_builds.unload_ofss_builds(builds)
     manifest.write_text(json.dumps({"dpid_by_tier": {"leaf": "one"}}))
     with pytest.raises(SwitchKindError, match="dpid_by_tier must map tier names"):
         get_switch_kind("t-fwd")
