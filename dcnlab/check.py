@@ -241,11 +241,11 @@ def all_pairs_ping(hosts: list[Any]) -> tuple[list[tuple[str, str]], int]:
     reaches none of the others the rest are not pinged: a fabric that forwards nothing
     would otherwise take PING_TIMEOUT_S per pair to say so (20 min on 16 hosts)."""
     pairs = [(a, b) for a in hosts for b in hosts if a is not b]
+    first = len(hosts) - 1  # the first host's pairs come first
     lost = []
     for i, (a, b) in enumerate(pairs):
         if not _ping_ok(a, b):
             lost.append((a.name, b.name))
-        first = len(hosts) - 1  # the first host's pairs
         if i + 1 == first and len(lost) == first:
             return lost, first
     return lost, max(1, len(pairs))
