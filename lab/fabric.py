@@ -385,11 +385,13 @@ class LabFabric:
         return name
 
     def _stop_holders(self) -> None:
-        for holder in self._holders:
+        # one at a time, the last started first: hosts that share a kernel (an emulated
+        # lab) share one registration, which its first holder made and the last user to
+        # leave must see unused
+        for holder in reversed(self._holders):
             with contextlib.suppress(OSError, ValueError):
                 if holder.stdin is not None:
                     holder.stdin.close()  # the holder drops its use and exits
-        for holder in self._holders:
             try:
                 holder.wait(HOLDER_TIMEOUT)
             except subprocess.TimeoutExpired:

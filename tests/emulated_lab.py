@@ -29,6 +29,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -211,7 +212,10 @@ class EmulatedLab(EmulatedHosts):
     """A topology spec's switches (switch_ext in namespaces, for hardware) and hosts
     (namespaces with sshd), cabled as the spec says; :meth:`lab_file` describes it."""
 
-    def __init__(self, topology: str, prefix: str | None = None) -> None:
+    def __init__(self, topology: str, prefix: str | None = None,
+                 port_options: Sequence[str] = ()) -> None:
+        """``port_options``: switch_ext ``--port`` options every port gets, as a
+        hardware port has its rate (``rate=10000000``)."""
         from dcnlab.topo.ext_switch import ExtOptions, find_binary, switch_command
         from dcnlab.topo.spec import parse
 
@@ -235,7 +239,8 @@ class EmulatedLab(EmulatedHosts):
                 argv = switch_command(
                     binary, sw.name, sw.dpid,
                     f"tcp:{self._run.gateway}:{self.controller_port}",
-                    [(number, intf, []) for number, intf in sorted(ports[sw.name])],
+                    [(number, intf, list(port_options))
+                     for number, intf in sorted(ports[sw.name])],
                     ExtOptions(), None)
                 self._run.start(node, argv, f"switch_{sw.name}.log")
         except BaseException:

@@ -36,7 +36,10 @@ from dcnlab.lab.ssh import SshLoop
 pytestmark = [pytest.mark.network,
               pytest.mark.skipif(available() is not None, reason=str(available()))]
 
-TOPOLOGY = "spineleaf:2,2,2"
+# 8 servers: 16 transfers between racks for check, so ECMP's spread over the two
+# spines is not left to chance (all 16 on one: 2^-15)
+TOPOLOGY = "spineleaf:2,2,4"
+PORT_RATE = 10_000_000  # bit/s
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -46,7 +49,9 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[EmulatedLab]:
-    emulated = EmulatedLab(TOPOLOGY)
+    # hardware ports have a rate: 10 Mbit/s, the topology family's, so one transfer
+    # loads its path (TCP-Path's check explores around a loaded spine)
+    emulated = EmulatedLab(TOPOLOGY, port_options=(f"rate={PORT_RATE}",))
     try:
         yield emulated
     finally:
@@ -70,10 +75,11 @@ def test_the_fabric_starts_and_the_hosts_reach_each_other(place: LabPlace,
         state = fabric.state()
         assert state is not None and state["ready"]
         assert sorted(state["connected"]) == [1, 2, 3, 4]
-        h1, h4 = fabric.spec.host("h1"), fabric.spec.host("h4")
-        out = fabric.host("h1").cmd(f"ping -c 3 -i 0.2 -W 2 {h4.ip}")
+        h1, far = fabric.spec.host("h1"), fabric.spec.hosts[-1]  # in the other rack
+        assert far.interfaces[0].switch != h1.interfaces[0].switch
+        out = fabric.host("h1").cmd(f"ping -c 3 -i 0.2 -W 2 {far.ip}")
         assert " 0% packet loss" in out, out
-        assert "0" == fabric.host("h4").cmd("id -u").strip()
+        assert "0" == fabric.host(far.name).cmd("id -u").strip()
         leaf = h1.interfaces[0].switch
 
         def counted() -> bool:  # the app polls port counters on its own period
@@ -159,11 +165,11 @@ def test_dctcp_is_made_usable_on_every_lab_host_and_dropped_after(
                      for h in fabric.spec.hosts}
             assert set(names.values()) == {dctcp.resolve("dctcp")}, names
             assert fabric.congestion_name("h1", "cubic") == "cubic"
-            h4 = fabric.spec.host("h4")
-            server = fabric.host("h4").popen(["iperf3", "-s", "-1", "-p", "5301"])
-            wait_for(lambda: "5301" in fabric.host("h4").cmd("ss -ltn"), 15.0)
+            far = fabric.spec.hosts[-1]  # in the other rack
+            server = fabric.host(far.name).popen(["iperf3", "-s", "-1", "-p", "5301"])
+            wait_for(lambda: "5301" in fabric.host(far.name).cmd("ss -ltn"), 15.0)
             client = fabric.host("h1").popen(
-                ["iperf3", "-c", h4.ip, "-p", "5301", "-n", "1M", "-C", names["h1"]])
+                ["iperf3", "-c", far.ip, "-p", "5301", "-n", "1M", "-C", names["h1"]])
             assert client.wait(60) == 0 and server.wait(30) == 0
     finally:
         fabric.stop()
@@ -177,7 +183,7 @@ def test_check_on_the_lab_refuses_what_lab_hosts_cannot_run(place: LabPlace) -> 
     assert result.failures == ["scheme uc3: host parts (uc3 agents) do not run on lab hosts "
                                "yet"], result.line()
     assert "startup_s" not in result.fields
-    other = check("spineleaf:3,2,2", "ecmp", place.lab.switch_kind, place=place)
+    other = check("spineleaf:3,2,4", "ecmp", place.lab.switch_kind, place=place)
     assert other.failures and "0x5 are not in the lab file" in other.failures[0], other.line()
 
 
