@@ -129,7 +129,7 @@ class LabPlace:
         # what still runs on this machine only (its pieces are not put on lab hosts
         # yet): say so rather than run something else than the scheme
         known = registry.lookup(app)
-        if agents is not None:
+        if agents is not None and not registry.host_parts(agents).lab:
             return f"scheme {name}: host parts ({agents} agents) do not run on lab hosts yet"
         if known is not None and known.transport is not None:
             return (f"scheme {name}: its transport ({known.transport.name}) does not run on "

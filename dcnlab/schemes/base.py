@@ -97,6 +97,9 @@ class HostParts:
     columns: tuple[str, ...] = ()
     # (column, header, footnote) shown in the fairness summary table
     summary_column: tuple[str, str, str] | None = None
+    # its session also runs on a lab's servers (it reaches them through the fabric's
+    # host_files and management_ip, not this machine's files)
+    lab: bool = False
 
 
 # ---------------------------------------------------------------------------- transport

@@ -178,13 +178,52 @@ def test_dctcp_is_made_usable_on_every_lab_host_and_dropped_after(
 
 
 def test_check_on_the_lab_refuses_what_lab_hosts_cannot_run(place: LabPlace) -> None:
-    """Before anything starts: host agents, and a topology that is not the lab's."""
-    result = check(TOPOLOGY, "uc3", place.lab.switch_kind, place=place)
-    assert result.failures == ["scheme uc3: host parts (uc3 agents) do not run on lab hosts "
-                               "yet"], result.line()
+    """Before anything starts: a scheme's own transport, and a topology that is not the
+    lab's."""
+    result = check(TOPOLOGY, "cfs", place.lab.switch_kind, place=place)
+    assert len(result.failures) == 1 and "its transport (dcnlab-mp) does not run on lab " \
+        "hosts yet" in result.failures[0], result.line()
     assert "startup_s" not in result.fields
     other = check("spineleaf:3,2,4", "ecmp", place.lab.switch_kind, place=place)
     assert other.failures and "0x5 are not in the lab file" in other.failures[0], other.line()
+
+
+@pytest.mark.built  # the agents' BPF program
+def test_uc3_agents_run_on_lab_hosts_and_clamp_a_flow(place: LabPlace, tmp_path: Path) -> None:
+    """UC3's host parts on lab servers: the secret travels to each host, the agents
+    start at the lab file's python, the app reaches them at their management addresses,
+    a sender that joins its agent's cgroup gets clamped, and at the end the agents are
+    stopped and their logs and status fetched into the run directory."""
+    from dcnlab.schemes import registry
+
+    parts = registry.host_parts("uc3")
+    session = parts.open(parts.default_interval)
+    fabric = place.make(FabricRequest(TOPOLOGY, "dcnlab.apps.uc3", "ext", tmp_path,
+                                      app_env=session.app_env(), management=True))
+    sender, far = "h1", fabric.spec.hosts[-1]
+    try:
+        fabric.start()
+        session.start(fabric, [sender])
+        procs = session.cgroup_procs(sender)
+        assert procs is not None
+        server = fabric.host(far.name).popen(["iperf3", "-s", "-1", "-p", "5302"])
+        wait_for(lambda: "5302" in fabric.host(far.name).cmd("ss -ltn"), 15.0)
+        client = fabric.host(sender).popen(
+            ["sh", "-c", f"echo $$ > {procs} && exec iperf3 -c {far.ip} -p 5302 -t 4"])
+        assert client.wait(60) == 0 and server.wait(30) == 0
+        counters = session.counters(fabric)
+        assert counters["clamps_applied"] > 0 and counters["agent_reports"] > 0, counters
+        assert session.dead() == []
+    finally:
+        session.stop(tmp_path)
+        fabric.stop()
+    kept = sorted(p.name for p in (tmp_path / "uc3_agents").iterdir())
+    assert kept == [f"agent-{sender}.json", f"agent-{sender}.log"], kept
+    ssh = place.make(FabricRequest(TOPOLOGY, "dcnlab.apps.ecmp", "ext", tmp_path)).hosts[sender]
+    try:  # the brackets keep the pattern from matching the shell that runs pgrep
+        assert ssh.cmd("pgrep -f '[d]cnlab.hosts.uc3_agent' || true").strip() == ""
+    finally:
+        ssh.close()
 
 
 def test_describe_finds_what_the_lab_file_says(lab: EmulatedLab, place: LabPlace,

@@ -38,6 +38,7 @@ HOST_PARTS = [
                 "clamps their cwnd with BPF; senders join its cgroup",
         open=_open,
         default_interval=REPORT_INTERVAL,
+        lab=True,
         columns=("clamps_applied", "clamps_lifted", "clamp_errors", "clamp_updates",
                  "agent_reports"),
         summary_column=("clamps_applied", "clamps",

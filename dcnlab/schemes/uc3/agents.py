@@ -23,9 +23,11 @@ so every agent removes its cgroup and pins.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -146,19 +148,54 @@ class HostAgents:
     def _log(self, host: str) -> Path:
         return self.files.directory / f"agent-{host}.log"
 
+    def _remote(self, host: str) -> Any:
+        """How ``host``'s files travel (a lab server), or None where the host sees this
+        machine's files (Mininet)."""
+        return self.net.host_files(host)
+
+    def _where(self, host: str, local: Path) -> str:
+        """The path of one of the agent's files as the host sees it."""
+        remote = self._remote(host)
+        return str(local) if remote is None else f"{remote.workdir}/uc3-{local.name}"
+
+    def _read(self, host: str, local: Path) -> str:
+        """One of the agent's files, read where it is (OSError: not there yet)."""
+        if self._remote(host) is None:
+            return local.read_text(errors="replace")
+        out = self.net.host(host).cmd(f"cat {shlex.quote(self._where(host, local))} "
+                                      "2>/dev/null || echo dcnlab-absent")
+        if out.strip() == "dcnlab-absent":
+            raise OSError(f"{self._where(host, local)} is not there")
+        return out
+
+    def _argv(self, host: str) -> list[str]:
+        remote = self._remote(host)
+        argv = [sys.executable if remote is None else remote.python,
+                "-m", "dcnlab.hosts.uc3_agent",
+                "--listen", self.net.management_ip(host), "--port", str(self.port),
+                "--secret-file", self._where(host, self.files.secret),
+                "--interval", f"{self.interval_s:g}", "--timeout", f"{self.timeout_s:g}",
+                "--tag", f"{self.net.prefix}{host}", "--name", host,
+                "--state-file", self._where(host, self._state_file(host))]
+        if remote is None:
+            return argv
+        # a lab server: its log stays there (fetched at the end, fetch_logs)
+        log = shlex.quote(self._where(host, self._log(host)))
+        return ["sh", "-c", f"exec {shlex.join(argv)} > {log} 2>&1"]
+
     def start(self) -> Self:
         try:
             for host in self.hosts:
+                remote = self._remote(host)
+                if remote is not None:  # the secret goes to the host, readable by root only
+                    where = self._where(host, self.files.secret)
+                    remote.put(self.files.secret, where)
+                    self.net.host(host).cmd(f"chmod 600 {shlex.quote(where)}")
+                    self.procs[host] = self.net.host(host).popen(self._argv(host))
+                    continue
                 with open(self._log(host), "wb") as log:
                     self.procs[host] = self.net.host(host).popen(
-                        [sys.executable, "-m", "dcnlab.hosts.uc3_agent",
-                         "--listen", self.net.management_ip(host), "--port", str(self.port),
-                         "--secret-file", str(self.files.secret),
-                         "--interval", f"{self.interval_s:g}",
-                         "--timeout", f"{self.timeout_s:g}",
-                         "--tag", f"{self.net.prefix}{host}", "--name", host,
-                         "--state-file", str(self._state_file(host))],
-                        stdout=log, stderr=subprocess.STDOUT)
+                        self._argv(host), stdout=log, stderr=subprocess.STDOUT)
             for host in self.hosts:
                 self.cgroups[host] = self._wait_state(host)
             mapping = {self.net.host(h).IP(): f"{self.net.management_ip(h)}:{self.port}"
@@ -178,7 +215,7 @@ class HostAgents:
             if self.procs[host].poll() is not None:
                 break
             try:
-                return Path(json.loads(state_file.read_text())["cgroup"])
+                return Path(json.loads(self._read(host, state_file))["cgroup"])
             except (OSError, ValueError, KeyError):
                 time.sleep(0.1)
         raise AgentStartError(f"agent on {host} did not start:\n{self.log_tail(host)}")
@@ -208,7 +245,7 @@ class HostAgents:
     def status(self, host: str) -> dict[str, Any]:
         """The agent's last status: clamps held, BPF counters (applied, lifted, errors)."""
         try:
-            data = json.loads(self._state_file(host).read_text())
+            data = json.loads(self._read(host, self._state_file(host)))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
@@ -219,13 +256,14 @@ class HostAgents:
 
     def cpu_seconds(self) -> float:
         """User + system CPU time the running agents have used so far, in seconds: each
-        agent process and its children (the native loop, ``--engine native``)."""
+        agent process and its children (the native loop, ``--engine native``); agents in
+        this machine's hosts (Mininet) only, whose processes this machine sees."""
         return sum(process_tree_cpu_seconds(proc.pid) for proc in self.procs.values()
                    if proc.poll() is None)
 
     def log_tail(self, host: str, chars: int = 2000) -> str:
         try:
-            return self._log(host).read_text(errors="replace")[-chars:]
+            return self._read(host, self._log(host))[-chars:]
         except OSError:
             return "(no log)"
 
@@ -243,5 +281,16 @@ class HostAgents:
             except subprocess.TimeoutExpired:
                 proc.kill()  # ours: started above
                 proc.wait()
+        self.fetch_logs()
         self.procs.clear()
         self.files.agents.unlink(missing_ok=True)
+
+    def fetch_logs(self) -> None:
+        """Lab servers' agent logs and last status files, into the local directory
+        (where Mininet hosts wrote theirs), for AgentFiles.keep_logs."""
+        for host in self.procs:
+            for local in (self._log(host), self._state_file(host)):
+                if self._remote(host) is None:
+                    continue
+                with contextlib.suppress(OSError):
+                    local.write_text(self._read(host, local))
