@@ -245,6 +245,12 @@ class LabFabric:
         return self
 
     def _start(self) -> None:
+        asked = link_options(self.request.topology)
+        if asked:  # accepted on switch_ext labs only (LabPlace.refuse); set by their owner
+            self.warnings.append(
+                f"the topology asks for link emulation ({', '.join(asked)}): dcnlab does not "
+                "configure a lab's switches; the lab's switch_ext switches must run with "
+                "these port options (--port N=IF,rate=...) for the results to mean them")
         try:
             for ssh in self.hosts.values():
                 ssh.connect()
