@@ -121,9 +121,15 @@ def export_source(src: Path, into: Path, subdir: str | None = None) -> Source:
             print(f"  {src}: {len(absent)} file(s) absent from the repository, left out: "
                   + ", ".join(absent[:5]) + (" ..." if len(absent) > 5 else ""))
         with tempfile.TemporaryFile() as archive:
-            subprocess.run(["git", "--git-dir", str(src), "archive", "--format=tar", "HEAD",
-                            "--", subdir or ".", *(f":(exclude){p}" for p in absent)],
-                           stdout=archive, check=True)
+            # (git still names the absent files on stderr while it leaves them out)
+            done = subprocess.run(["git", "--git-dir", str(src), "archive", "--format=tar",
+                                   "HEAD", "--", subdir or ".", ":(exclude,glob)**/.svn/**",
+                                   *(f":(exclude){p}" for p in absent)],
+                                  stdout=archive, stderr=subprocess.PIPE, text=False,
+                                  check=False)
+            if done.returncode != 0:
+                raise BuildError(f"git archive of {src} failed: "
+                                 f"{done.stderr.decode(errors='replace')[-500:]}")
             archive.seek(0)
             with tarfile.open(fileobj=archive) as tar:
                 tar.extractall(into, filter="tar")
