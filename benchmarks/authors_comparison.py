@@ -5,12 +5,13 @@ and prints, per load, each comparison below as the geometric mean of per-seed ra
 its 95 % interval and the verdict of the reproductions' one rule
 (benchmarks/engine/reproduction/verdict.py) against the paper's value where the paper
 file (benchmarks/papers/p001.yaml) states one for the same metric, class and load
-(its claims on seed001_long.yaml's ovs scenario: TCP-Path against ECMP):
+(its claims on seed001_long.yaml's ovs scenario against ECMP):
 
 - dcnlab's TCP-Path and the authors' against ECMP (the paper's comparison), and the
   authors' ARP-Path and dcnlab's against ECMP;
 - the authors' TCP-Path against dcnlab's, and each TCP-Path against its own datapath's
-  ARP-Path (the mechanism with the datapath held fixed);
+  ARP-Path (the mechanism with the datapath held fixed); for seed001_authors_tfe.yaml's
+  results, each TFE against ECMP and the authors' against dcnlab's;
 - retransmitted segments per 100 data segments (each flow's size over a 1448-byte MSS)
   per scheme: what each datapath loses.
 
@@ -42,7 +43,10 @@ METRICS = (("tput_mbps", "elephant", "elephant throughput", rule.HIGHER),
 PAIRS = (("tcppath", "ecmp"), ("authors_tcppath", "ecmp"), ("arppath", "ecmp"),
          ("authors_arppath", "ecmp"), ("authors_tcppath", "tcppath"),
          ("authors_arppath", "arppath"), ("tcppath", "arppath"),
-         ("authors_tcppath", "authors_arppath"))
+         ("authors_tcppath", "authors_arppath"),
+         # seed001_authors_tfe.yaml
+         ("tfe", "ecmp"), ("authors_tfe", "ecmp"), ("authors_tfe", "tfe"))
+AUTHORS = "authors_"  # the authors' switch's schemes: the name of dcnlab's own after it
 PAPER_EXPERIMENT, PAPER_SCENARIO = "seed001_long.yaml", "ovs"
 
 
@@ -79,22 +83,22 @@ def retransmitted_pct(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, floa
     return {k: 100.0 * retx[k] / segs[k] for k in segs if segs[k]}
 
 
-def paper_values(paper: papers.Paper) -> dict[tuple[str, str, float], float]:
-    """(metric, class, load) -> the paper's TCP-Path/ECMP ratio, from its claims on the
-    experiment the comparison repeats."""
+def paper_values(paper: papers.Paper) -> dict[tuple[str, str, str, float], float]:
+    """(scheme, metric, class, load) -> the paper's ratio of that scheme to ECMP, from
+    its claims on the experiment the comparison repeats."""
     out = {}
     for c in paper.claims:
-        if (c.experiment, c.scenario, c.scheme, c.baseline) != (
-                PAPER_EXPERIMENT, PAPER_SCENARIO, "tcppath", "ecmp"):
+        if (c.experiment, c.scenario, c.baseline) != (PAPER_EXPERIMENT, PAPER_SCENARIO,
+                                                      "ecmp"):
             continue
         if c.paper_value is None or c.compare != rule.RATIO:
             continue
         for value in c.values:
-            out[(c.metric, c.cls, float(value))] = c.paper_value
+            out[(c.scheme, c.metric, c.cls, float(value))] = c.paper_value
     return out
 
 
-def comparisons(values: Values, paper: Mapping[tuple[str, str, float], float]
+def comparisons(values: Values, paper: Mapping[tuple[str, str, str, float], float]
                 ) -> list[dict[str, Any]]:
     loads = sorted({k[1] for k in values})
     schemes = {k[0] for k in values}
@@ -106,8 +110,9 @@ def comparisons(values: Values, paper: Mapping[tuple[str, str, float], float]
                     continue
                 m = rule.per_seed(rule.RATIO, values.get((scheme, load, metric, cls), {}),
                                   values.get((base, load, metric, cls), {}))
-                theirs = paper.get((metric, cls, load)) if base == "ecmp" and \
-                    scheme.endswith("tcppath") else None
+                # the paper's value of the same scheme (the authors' or dcnlab's) to ECMP
+                theirs = paper.get((scheme.removeprefix(AUTHORS), metric, cls, load)) \
+                    if base == "ecmp" else None
                 out.append({"load": load, "metric": metric, "class": cls, "label": label,
                             "scheme": scheme, "baseline": base, "seeds": m.n,
                             "ratio": m.estimate, "low": m.low, "high": m.high,

@@ -36,7 +36,7 @@ def test_ratios_paper_values_and_verdicts() -> None:
     # authors' TCP-Path elephants take 1/1.5 of ECMP's time: throughput x1.5, the paper's
     rows = _rows({"ecmp": 1.0, "tcppath": 1.0, "authors_tcppath": 1 / 1.5})
     paper = ac.paper_values(papers.load("p001"))
-    assert paper[("tput_mbps", "elephant", 0.4)] == 1.5
+    assert paper[("tcppath", "tput_mbps", "elephant", 0.4)] == 1.5
     found = {(r["scheme"], r["baseline"], r["metric"], r["class"]): r
              for r in ac.comparisons(ac.per_seed_values(rows), paper)}
     theirs = found[("authors_tcppath", "ecmp", "tput_mbps", "elephant")]
