@@ -2,8 +2,9 @@
 
 Everything else -- mice, rabbits, non-TCP -- takes the default routes (ECMP select
 groups), so switches hold per-flow entries and the fabric carries exploration copies
-for elephants only.  As the authors' switch, an elephant is recognised by its sender's
-mark on the SYN:
+for elephants only.  As the paper describes, an elephant is recognised by its sender's
+mark on the SYN (the authors' published switch tests the server's port instead;
+docs/diagnoses/p001.md):
 
 ``DCNLAB_TFE_PORTS``  TCP source port range ``LOW-HIGH`` (default ``30001-65535``, i.e.
                       above 30000), or ``off``
