@@ -8,7 +8,8 @@ need (relative to NAME); ``forwards``, whether the datapath forwards by itself w
 entry matches (the scheme ``switch_forwarding`` runs only on such kinds); and
 ``dpid_by_tier``, the first datapath id of each topology tier, for a datapath that reads
 its role from its dpid (:func:`dcnlab.topo.switches.renumbered`).  Their ports are veths
-read with AF_PACKET, as ofsoftswitch13's are, so the flow tap works on them.
+read with AF_PACKET, as ofsoftswitch13's are, so the flow tap works on them (tried on the
+TCP-Path authors' builds).
 ``python -m dcnlab.benchmarks.authors_switch build`` writes three (the TCP-Path authors'
 switch in its three modes).
 """

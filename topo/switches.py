@@ -330,6 +330,7 @@ def renumbered(spec: TopologySpec, bases: Mapping[str, int] | None) -> TopologyS
 
 register_switch_kind("ovs", _ovs_factory, needs_ovs=True, veth_tap=True,
                      description="Open vSwitch, userspace datapath, private instance per run")
+# veth_tap stays off for a plain ofsoftswitch13: the flow tap was tried on ovs, ext and the
+# ofss builds (topo/ofss_builds.py) only
 register_switch_kind("ofss", _ofss_factory, requires=OFSS_BINARIES, install_hint=OFSS_HINT,
-                     veth_tap=True,
                      description="ofsoftswitch13 (Mininet UserSwitch), when installed")
