@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dcnlab.benchmarks.engine.metrics import run_metrics
+from dcnlab.benchmarks.engine.metrics import per_run_metrics
 from dcnlab.benchmarks.engine.reproduction import papers
 from dcnlab.benchmarks.engine.reproduction import verdict as rule
 from dcnlab.benchmarks.engine.results import read_flows
@@ -56,13 +56,9 @@ Values = dict[tuple[str, float, str, str], dict[int, float]]  # -> {seed: value}
 def per_seed_values(rows: Sequence[Mapping[str, Any]]) -> Values:
     """(scheme, load, metric, class) -> {seed: the run's value}, as the engine's summary
     computes them (measured flows only)."""
-    runs: dict[tuple[str, float, int], list[Mapping[str, Any]]] = defaultdict(list)
-    for row in rows:
-        if row.get("measured", True):
-            runs[(str(row["scheme"]), float(row["load"]), int(row["seed"]))].append(row)
     out: Values = defaultdict(dict)
-    for (scheme, load, seed), members in runs.items():
-        for (metric, cls), value in run_metrics(members).items():
+    for (scheme, load, seed), figures in per_run_metrics(rows).items():
+        for (metric, cls), value in figures.items():
             out[(scheme, load, metric, cls)][seed] = value
     return out
 

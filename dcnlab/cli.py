@@ -597,6 +597,8 @@ def build_parser() -> argparse.ArgumentParser:
     interrupted = (EXIT_INTERRUPTED, f"{INTERRUPTED}: everything it started was stopped")
     needs_root = f"needed ({ROOT_WHY}); run with sudo"
 
+    kinds = _switch_kinds()  # read once: it may load the ofss builds and say they are bad
+
     def network_args(sp: argparse.ArgumentParser, lab: bool = False) -> None:
         sp.add_argument("--topo", required=not lab, type=_spec_arg, metavar="SPEC",
                         help="topology spec, e.g. fattree:4 or spineleaf:4,4,4 (dcnlab topo "
@@ -605,7 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--app", required=True, type=_app_arg, metavar="APP",
                         help=f"a scheme ({', '.join(schemes)}; dcnlab schemes describes "
                         "them) or a Ryu app module or file of your own")
-        sp.add_argument("--switch", default=None if lab else "ovs", choices=_switch_kinds(),
+        sp.add_argument("--switch", default=None if lab else "ovs", choices=kinds,
                         help="switch kind: ovs (Open vSwitch, userspace datapath; the "
                         "default), ext (dcnlab's own switch: delay, buffers, ECN, queue "
                         "disciplines), ofss (ofsoftswitch13, if installed) or an "

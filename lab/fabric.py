@@ -111,8 +111,8 @@ class LabPlace:
                     "links are cables")
         for scheme in spec.schemes:
             agents = scheme.agents if scheme.agents not in (None, NO_AGENTS) else None
-            why = self._refuse(scheme.name, scheme.app, scheme_topology(spec, scheme),
-                               agents)
+            why = self._refuse(scheme.name, registry.lookup(scheme.app),
+                               scheme_topology(spec, scheme), agents)
             if why is not None:
                 return why
         return None
@@ -122,13 +122,14 @@ class LabPlace:
         # congestion controls: each host's kernel is asked when the fabric starts
         # (LabFabric.congestion_controls), DCTCP included
         known = registry.lookup(app)
-        return self._refuse(known.name if known else app, app, topology, host_parts)
+        return self._refuse(known.name if known else app, known, topology, host_parts)
 
-    def _refuse(self, name: str, app: str, topology: str, agents: str | None) -> str | None:
-        """Why scheme ``name`` (app ``app``) cannot run on ``topology`` here."""
+    def _refuse(self, name: str, known: Any, topology: str, agents: str | None
+                ) -> str | None:
+        """Why scheme ``name`` (``known``: its registered declaration, if any) cannot
+        run on ``topology`` here."""
         # what still runs on this machine only (its pieces are not put on lab hosts
         # yet): say so rather than run something else than the scheme
-        known = registry.lookup(app)
         if agents is not None and not registry.host_parts(agents).lab:
             return f"scheme {name}: host parts ({agents} agents) do not run on lab hosts yet"
         if known is not None and known.transport is not None:

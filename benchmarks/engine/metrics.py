@@ -219,18 +219,25 @@ class SummaryRow:
                 "ratio_high95": self.ratio_high}
 
 
-def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None,
-              extra: Sequence[str] = ()) -> list[SummaryRow]:
-    """Summary rows per (scheme, load, metric, class) from all measured flow rows
-    (``extra``: a scheme transport's flows.csv columns, see above)."""
+def per_run_metrics(rows: Iterable[Mapping[str, Any]], extra: Sequence[str] = ()
+                    ) -> dict[tuple[str, float, int], dict[tuple[str, str], float]]:
+    """Each run's figures (:func:`run_metrics`) from its measured flow rows, by
+    (scheme, sweep value, seed), in the order the rows first name them."""
     runs: dict[tuple[str, float, int], list[Mapping[str, Any]]] = defaultdict(list)
     for row in rows:
         if row.get("measured", True):
             runs[(str(row["scheme"]), float(row["load"]), int(row["seed"]))].append(row)
-    per_run = {key: run_metrics(members, extra) for key, members in runs.items()}
-    schemes = list(dict.fromkeys(k[0] for k in runs))
-    loads = sorted({k[1] for k in runs})
-    seeds = sorted({k[2] for k in runs})
+    return {key: run_metrics(members, extra) for key, members in runs.items()}
+
+
+def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None,
+              extra: Sequence[str] = ()) -> list[SummaryRow]:
+    """Summary rows per (scheme, load, metric, class) from all measured flow rows
+    (``extra``: a scheme transport's flows.csv columns, see above)."""
+    per_run = per_run_metrics(rows, extra)
+    schemes = list(dict.fromkeys(k[0] for k in per_run))
+    loads = sorted({k[1] for k in per_run})
+    seeds = sorted({k[2] for k in per_run})
     keys = list(dict.fromkeys(k for m in per_run.values() for k in m))
     out = []
     for load in loads:

@@ -30,7 +30,6 @@ import secrets
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -169,9 +168,10 @@ class HostAgents:
         return out
 
     def _argv(self, host: str) -> list[str]:
+        from dcnlab.benchmarks.engine.fabric import host_python
+
         remote = self._remote(host)
-        argv = [sys.executable if remote is None else remote.python,
-                "-m", "dcnlab.hosts.uc3_agent",
+        argv = [host_python(self.net, host), "-m", "dcnlab.hosts.uc3_agent",
                 "--listen", self.net.management_ip(host), "--port", str(self.port),
                 "--secret-file", self._where(host, self.files.secret),
                 "--interval", f"{self.interval_s:g}", "--timeout", f"{self.timeout_s:g}",
@@ -289,8 +289,8 @@ class HostAgents:
         """Lab servers' agent logs and last status files, into the local directory
         (where Mininet hosts wrote theirs), for AgentFiles.keep_logs."""
         for host in self.procs:
+            if self._remote(host) is None:
+                continue
             for local in (self._log(host), self._state_file(host)):
-                if self._remote(host) is None:
-                    continue
                 with contextlib.suppress(OSError):
                     local.write_text(self._read(host, local))
