@@ -13,7 +13,11 @@ file (benchmarks/papers/p001.yaml) states one for the same metric, class and loa
   ARP-Path (the mechanism with the datapath held fixed); for seed001_authors_tfe.yaml's
   results, each TFE against ECMP and the authors' against dcnlab's;
 - retransmitted segments per 100 data segments (each flow's size over a 1448-byte MSS)
-  per scheme: what each datapath loses.
+  per scheme: what each datapath loses;
+- per scheme, the means over seeds of the elephants' path diagnosis (flowdiag.csv: the
+  share of elephants that met another on a link, their contention, how often the chosen
+  path was the least loaded) and of the hosts' TCP recoveries and timeouts per run
+  (paths.csv): where the elephants' throughput goes.
 
     python -m dcnlab.benchmarks.authors_comparison results/seed001_authors [--json F]
 """
@@ -21,6 +25,7 @@ file (benchmarks/papers/p001.yaml) states one for the same metric, class and loa
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import sys
@@ -77,6 +82,42 @@ def retransmitted_pct(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, floa
         retx[key] += float(r["retransmits"])
         segs[key] += math.ceil(float(r["size"]) / MSS)
     return {k: 100.0 * retx[k] / segs[k] for k in segs if segs[k]}
+
+
+# (file, column, header): the diagnosis table's columns, means over a scheme's seeds
+DIAGNOSIS = (("flowdiag.csv", "eleph_shared_frac", "elephants sharing"),
+             ("flowdiag.csv", "eleph_contention", "contention"),
+             ("flowdiag.csv", "least_loaded_path_frac", "least loaded path"),
+             ("paths.csv", "recoveries", "TCP recoveries"),
+             ("paths.csv", "timeouts", "TCP timeouts"))
+
+
+def diagnosis(results: Path) -> dict[tuple[str, float], dict[str, float]]:
+    """(scheme, load) -> {header: mean over the runs} of :data:`DIAGNOSIS`, from the
+    files present (a run without a value is left out of that mean)."""
+    sums: dict[tuple[str, float], dict[str, list[float]]] = defaultdict(
+        lambda: defaultdict(list))
+    for name in dict.fromkeys(f for f, _, _ in DIAGNOSIS):
+        path = results / name
+        if not path.exists():
+            continue
+        with open(path, newline="") as fh:
+            for row in csv.DictReader(fh):
+                for file, column, header in DIAGNOSIS:
+                    if file == name and row.get(column) not in (None, ""):
+                        sums[(row["scheme"], float(row["load"]))][header].append(
+                            float(row[column]))
+    return {key: {h: sum(v) / len(v) for h, v in cols.items()} for key, cols in sums.items()}
+
+
+def render_diagnosis(found: Mapping[tuple[str, float], Mapping[str, float]]) -> str:
+    headers = [h for _, _, h in DIAGNOSIS]
+    lines = ["| load | scheme | " + " | ".join(headers) + " |",
+             "|---|---|" + "---|" * len(headers)]
+    for (scheme, load), cols in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        cells = [f"{cols[h]:.3g}" if h in cols else "-" for h in headers]
+        lines.append(f"| {load:g} | {scheme} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def paper_values(paper: papers.Paper) -> dict[tuple[str, str, str, float], float]:
@@ -156,10 +197,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = read_flows(args.results / "flows.csv")
     found = comparisons(per_seed_values(rows), paper_values(papers.load("p001")))
     retx = retransmitted_pct(rows)
+    diag = diagnosis(args.results)
     print(render(found, retx))
+    if diag:
+        print("means over the runs (flowdiag.csv, paths.csv):\n")
+        print(render_diagnosis(diag))
     if args.json is not None:
         args.json.write_text(json.dumps({"comparisons": found, "retransmitted_pct": [
-            {"scheme": s, "load": ld, "pct": v} for (s, ld), v in sorted(retx.items())]},
+            {"scheme": s, "load": ld, "pct": v} for (s, ld), v in sorted(retx.items())],
+            "diagnosis": [{"scheme": s, "load": ld, **v} for (s, ld), v in sorted(diag.items())]},
             indent=1))
     return 0
 

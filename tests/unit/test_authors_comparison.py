@@ -59,3 +59,19 @@ def test_retransmitted_share_counts_data_segments() -> None:
     text = ac.render(ac.comparisons(ac.per_seed_values(rows), {}), pct)
     assert f"retransmitted segments per 100 data segments: ecmp {100 * 300 / segs:.2f}" \
         in text
+
+
+def test_the_diagnosis_averages_each_scheme_over_its_runs(tmp_path) -> None:
+    (tmp_path / "flowdiag.csv").write_text(
+        "scheme,load,seed,eleph_shared_frac,eleph_contention,least_loaded_path_frac\n"
+        "ecmp,0.4,1,0.8,1.0,0.25\necmp,0.4,2,0.6,0.5,\n"
+        "authors_tcppath,0.4,1,0.2,0.1,0.5\n")
+    (tmp_path / "paths.csv").write_text("scheme,load,seed,recoveries,timeouts\n"
+                                        "ecmp,0.4,1,100,4\necmp,0.4,2,300,6\n")
+    found = ac.diagnosis(tmp_path)
+    assert found[("ecmp", 0.4)] == pytest.approx({
+        "elephants sharing": 0.7, "contention": 0.75, "least loaded path": 0.25,
+        "TCP recoveries": 200, "TCP timeouts": 5})  # a run without a value is left out
+    assert "TCP recoveries" not in found[("authors_tcppath", 0.4)]  # no paths.csv row
+    table = ac.render_diagnosis(found)
+    assert "| 0.4 | authors_tcppath | 0.2 | 0.1 | 0.5 | - | - |" in table
