@@ -63,6 +63,10 @@ setup(
         "matplotlib==3.11.2",
         "mininet==2.3.0.dev6",
         "asyncssh==2.24.1",  # lab mode: the hosts are driven over SSH
+        # dcnlab run --cluster: runs spread over machines (docs/cluster.md)
+        "dask==2026.8.0",
+        "distributed==2026.8.0",
+        "dask-jobqueue==0.9.0",
     ],
     extras_require={"dev": ["pytest==9.2.0", "ruff==0.17.6", "hypothesis==6.170.15"]},
     entry_points={"console_scripts": [

@@ -158,6 +158,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # A bad spec file or scenario name is reported before asking for root.
     specs = select_scenarios(load_specs(args.experiment), wanted)
     place = _lab_place(args.lab) if args.lab is not None else None
+    if args.cluster is not None:
+        if place is not None:
+            _die("--cluster and --lab: a lab is one place; give one or the other")
+        _check_cluster(args.cluster)
     for spec in specs if place is not None else []:
         why = place.refuse(spec)
         if why is not None:
@@ -169,10 +173,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 with_seeds(spec, Path(args.out) / (spec.scenario or ""), args.seeds)
         except ExperimentError as exc:
             _die(str(exc))
-    _require_root()
+    if args.cluster is None:  # a cluster's workers run the networks (and are checked)
+        _require_root()
     result = run_experiment(args.experiment, args.out, progress=not args.quiet,
                             resume=args.resume is not None, scenarios=wanted,
-                            seeds=args.seeds, place=place)
+                            seeds=args.seeds, place=place, cluster=args.cluster)
     if args.quiet:  # otherwise the progress output already ended with table and place
         print(result.table)
         print(f"dcnlab: results in {result.out_dir}")
@@ -188,6 +193,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for error in result.errors:
         print(f"dcnlab: error: {error}", file=sys.stderr)
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _check_cluster(target: str) -> None:
+    """A bad --cluster value is a usage error, before anything starts."""
+    from dcnlab.benchmarks.engine.cluster.targets import ClusterTargetError, parse_target
+
+    try:
+        parse_target(target)
+    except ClusterTargetError as exc:
+        _die(str(exc))
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    import socket
+
+    from dcnlab.benchmarks.engine.cluster.facts import RESOURCE
+
+    if not args.scheduler.startswith("tcp://"):
+        _die(f"{args.scheduler}: give the scheduler as tcp://HOST:PORT")
+    _require_root()
+    # distributed's own command line in this process's place: its options, logging and
+    # signal handling (SIGTERM reaches the worker itself, which closes cleanly)
+    argv = [sys.executable, "-m", "distributed.cli.dask_worker", args.scheduler,
+            "--nthreads", "1", "--nworkers", "1", "--resources", f"{RESOURCE}=1",
+            "--memory-limit", "0", "--no-dashboard",
+            "--name", args.name or socket.gethostname()]
+    sys.stdout.flush()
+    os.execv(sys.executable, argv)
 
 
 def _lab_place(path: str) -> LabPlace:
@@ -267,10 +300,12 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         # needs none.
         paper = papers.load(args.paper)
         steps = plan(paper, out, resume=args.resume is not None)
-        if not all(step.complete for step in steps):
+        if args.cluster is not None:
+            _check_cluster(args.cluster)  # the workers are checked when it starts
+        elif not all(step.complete for step in steps):
             _require_root()
         result = run(paper, out, steps, resume=args.resume is not None,
-                     progress=not args.quiet)
+                     progress=not args.quiet, cluster=args.cluster)
     except ReproductionError as exc:
         _die(str(exc))
     _print_reproduction(result)
@@ -597,6 +632,9 @@ def build_parser() -> argparse.ArgumentParser:
     interrupted = (EXIT_INTERRUPTED, f"{INTERRUPTED}: everything it started was stopped")
     needs_root = f"needed ({ROOT_WHY}); run with sudo"
 
+    from dcnlab.benchmarks.engine.cluster.targets import usage as cluster_usage_text
+
+    cluster_usage = cluster_usage_text()
     kinds = _switch_kinds()  # read once: it may load the ofss builds and say they are bad
 
     def network_args(sp: argparse.ArgumentParser, lab: bool = False) -> None:
@@ -655,8 +693,8 @@ def build_parser() -> argparse.ArgumentParser:
                "each on a fresh network, and write per-flow and per-run CSVs, a summary "
                "table and plots. --resume DIR continues an interrupted or failed experiment "
                "in its output directory.",
-               "needed to run; the experiment file and --scenarios are checked first, "
-               "without root",
+               "needed to run (with --cluster, on the workers, not here); the experiment "
+               "file, --scenarios and --cluster are checked first, without root",
                "on stderr, a time estimate, a progress bar, the summary table and where the "
                "results are; on stdout the files written (with --quiet: no progress bar, and "
                "the table and the results directory go to stdout); flows that did not "
@@ -683,6 +721,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "servers over SSH; docs/lab.md) instead of Mininet")
     run.add_argument("--scenarios", metavar="A,B", default=None,
                      help="run only these scenarios of the experiment file")
+    run.add_argument("--cluster", metavar="TARGET", default=None,
+                     help="spread the runs over the workers of a Dask cluster, one network "
+                     "per machine at a time, and merge their results here "
+                     f"(docs/cluster.md): {cluster_usage}")
     run.add_argument("--seeds", metavar="LIST", type=_seeds_arg, default=None,
                      help="run these seeds instead of the file's, e.g. 1-10 or 1,4,7 "
                      "(every scenario); with --resume, seeds may be added to the ones run: "
@@ -738,6 +780,9 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--resume", metavar="DIR", default=None,
                        help="continue the interrupted or failed reproduction in DIR")
     repro.add_argument("--quiet", action="store_true", help="no progress bar")
+    repro.add_argument("--cluster", metavar="TARGET", default=None,
+                       help="run each experiment on a Dask cluster, as dcnlab run --cluster "
+                       f"does (docs/cluster.md): {cluster_usage}")
 
     _add(sub, "schemes", "list the known schemes and what they need",
          "List every scheme: the seed paper it reproduces, its Ryu app, the switch kind or "
@@ -786,6 +831,17 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_argument("lab_file", metavar="LAB.yaml", help="the lab file")
     lab.add_argument("--out", default=None, help="where the controller's log and state go "
                      "(default: a temporary directory, removed afterwards)")
+
+    wrk = _add(sub, "worker", "serve a cluster's runs on this machine (root)",
+               "Start a Dask worker for dcnlab run --cluster tcp://HOST:PORT: one thread, "
+               "the resource machine=1 (one emulation at a time on this machine), named "
+               "after this host.  Run it as root on each machine, from a checkout at the "
+               "client's commit set up with scripts/setup.sh (docs/cluster.md).",
+               "needed (the runs build networks)", "Dask's worker log on stderr",
+               [(EXIT_OK, "the worker stopped"), (EXIT_USAGE, "usage error, not root")],
+               _cmd_worker)
+    wrk.add_argument("scheduler", metavar="tcp://HOST:PORT", help="the Dask scheduler")
+    wrk.add_argument("--name", default=None, help="the worker's name (default: the host name)")
 
     mp = sub.add_parser("mp", help="the multipath transport dcnlab-mp: serve, send, "
                         "schedulers ... (no root; dcnlab mp --help is its own help: "

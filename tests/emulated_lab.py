@@ -192,6 +192,16 @@ class EmulatedHosts:
     def key(self) -> Path:
         return self._run.dir / "client_key"
 
+    @property
+    def host_key(self) -> Path:
+        """Every host's public host key (one for all: known_hosts lines)."""
+        return self._run.dir / "host_key.pub"
+
+    @property
+    def gateway(self) -> str:
+        """This machine's address on the management network."""
+        return self._run.gateway
+
     def stop_sshd(self, host: Node) -> None:
         """The host's sshd goes away (a host lost mid-run)."""
         for proc in host.processes:

@@ -202,7 +202,7 @@ class Network:
             return
         self._stopped = True
         errors: list[str] = []
-        with teardown.deferred_sigint():
+        with teardown.deferred_interrupts():
             for step in (self._stop_mininet, self._stop_controller, self._stop_ovs,
                          self._stop_namespaces, self._sweep_root_links, self._remove_dirs):
                 try:

@@ -11,8 +11,8 @@ what it can prove is its own:
 - root-namespace interfaces carrying the run prefix (there should be none: verified);
 - the directory that reserved the prefix, unless the caller asked for that directory.
 
-Teardown must also run to the end: a Ctrl-C during it is held until it is done
-(:func:`deferred_sigint`), and SIGTERM is turned into SystemExit while a network runs
+Teardown must also run to the end: a Ctrl-C or SIGTERM during it is held until it is
+done (:func:`deferred_interrupts`), and SIGTERM is turned into SystemExit while a network runs
 (:func:`install_sigterm`) so that ``with Network(...)`` and atexit clean up.
 """
 
@@ -163,20 +163,36 @@ def remove_reserved_dir(reserved: Path | None, requested: Path | None) -> None:
 # Signals
 
 
+_holding = False  # a deferred_interrupts block is open in the main thread
+
+
 @contextlib.contextmanager
-def deferred_sigint() -> Iterator[None]:
-    """Hold a Ctrl-C that arrives during clean-up until clean-up is done."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+def deferred_interrupts() -> Iterator[None]:
+    """Hold a Ctrl-C or a SIGTERM that arrives during clean-up until clean-up is done,
+    then deliver it to the handler it would have reached.  Both: ``dcnlab run`` (and a
+    cluster task's child) turn SIGTERM into KeyboardInterrupt, and one raised in the
+    middle of a teardown left that network's Open vSwitch and run directory behind (a
+    stop that lands while a run's network is being stopped anyway).  A signal ignored
+    when the block starts (a second SIGTERM after the first began the stop) stays
+    ignored; nested blocks hold until the outermost ends."""
+    global _holding
+    if threading.current_thread() is not threading.main_thread() or _holding:
+        yield  # no signal reaches another thread; an outer block holds them already
         return
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    held = [signum for signum, handler in previous.items() if handler is not signal.SIG_IGN]
+    for signum in held:
+        signal.signal(signum, lambda signum, frame: caught.append(signum))
+    _holding = True
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught:
-        raise KeyboardInterrupt
+        _holding = False
+        for signum in held:
+            signal.signal(signum, previous[signum])
+    for signum in dict.fromkeys(caught):
+        signal.raise_signal(signum)  # its handler raises (KeyboardInterrupt, SystemExit)
 
 
 def install_sigterm() -> bool:

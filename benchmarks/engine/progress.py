@@ -63,6 +63,15 @@ class Progress:
             self.runs_done = min(self.runs, self.runs_done + 1)
             self._last_run_end = self._now() - self.began
 
+    def set_counts(self, done: int, runs_done: int) -> None:
+        """Absolute counts, for a caller that sums them from elsewhere (a cluster's
+        workers); a run that ended since the last call moves the time estimate."""
+        if runs_done > self.runs_done:
+            self._last_run_end = self._now() - self.began
+        self.runs_done = min(self.runs, runs_done) if self.runs else runs_done
+        self.done = min(self.total, max(0, done))
+        self._draw()
+
     def remaining(self) -> float | None:
         """Estimated seconds left, or None before there is anything to go by."""
         elapsed = self._now() - self.began

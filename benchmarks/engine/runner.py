@@ -162,14 +162,17 @@ class _Stop(Exception):
 def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None
                    = None, progress: bool = True, resume: bool = False,
                    scenarios: list[str] | None = None,
-                   seeds: list[int] | None = None, place: Place | None = None) -> RunResult:
+                   seeds: list[int] | None = None, place: Place | None = None,
+                   cluster: str | None = None) -> RunResult:
     """Run the experiment in ``spec_path``; results go to ``out_dir``
     (default ``results/<name>``; with scenarios, one subdirectory per scenario).
     ``resume``: continue an interrupted or failed run in ``out_dir`` (see the module doc).
     ``scenarios``: run only these scenarios of the file.  ``seeds``: these seeds instead
     of the file's (every scenario); resuming, seeds may be added (see :func:`with_seeds`).
     ``place``: where the networks come from (default: Mininet on this machine; a lab:
-    dcnlab.lab).  See the module doc for what happens on errors."""
+    dcnlab.lab).  ``cluster``: run on the workers of this ``--cluster`` target instead of
+    here (dcnlab.benchmarks.engine.cluster; docs/cluster.md).  See the module doc for
+    what happens on errors."""
     place = place if place is not None else Mininet()
     specs = select_scenarios(load_specs(spec_path), scenarios)
     for spec in specs:
@@ -197,13 +200,16 @@ def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike
             if (target / FLOWS_CSV).exists():
                 raise ExperimentError(f"{target} already holds results ({FLOWS_CSV}); choose "
                                       "another output directory, remove it, or --resume")
-    _preflight(specs)
+    if cluster is None:
+        _preflight(specs)  # a cluster's workers are checked by the cluster client
     workloads = [{(seed, value): _flows(spec, seed, value) for seed in spec.seeds
                   for value in spec.loads} for spec in specs]
     if resume:
         for target, w in zip(outs, workloads, strict=True):
             _extend_workload(target, w)
     todo = [runs_todo(spec, d) for spec, d in zip(specs, done, strict=True)]
+    if cluster is not None:
+        return _on_cluster(cluster, specs, outs, out, workloads, done, todo, progress)
     total = sum(len(w[(seed, value)]) for w, t in zip(workloads, todo, strict=True)
                 for _, seed, value in t)
     print(estimate_text(specs, [len(t) for t in todo]), file=sys.stderr)
@@ -221,6 +227,11 @@ def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike
     finally:
         bar.close()
     result = results[0] if specs[0].scenario is None else _combine(out, specs, results)
+    return _concluded(result, out, progress)
+
+
+def _concluded(result: RunResult, out: Path, progress: bool) -> RunResult:
+    """The table under the progress bar; ExperimentError if the experiment stopped early."""
     if progress:
         print(f"\n{result.table}\nresults in {out}", file=sys.stderr)
     if result.errors:
@@ -229,6 +240,23 @@ def run_experiment(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike
             + f"\n{result.rows} row(s) written to {result.flows_csv} ({result.not_ok} not "
             f"ok); summary and plots from them in {out}", result)
     return result
+
+
+def _on_cluster(target: str, specs: list[ExperimentSpec], outs: list[Path], out: Path,
+                workloads: list[dict[tuple[int, float], list[Flow]]],
+                done: list[set[tuple[str, int, float]] | None],
+                todo: list[set[tuple[str, int, float]]], progress: bool) -> RunResult:
+    """run_experiment's second half on a cluster: the same results, the same errors."""
+    from .cluster.driver import run_on_cluster
+
+    finished = run_on_cluster(target, specs, outs, workloads, done, todo, progress,
+                              estimate_seconds)
+    results = [RunResult(e.out, e.out / FLOWS_CSV, rendered.table, e.rows, e.not_ok,
+                         len(e.done), e.errors, rendered.files) for e, rendered in finished]
+    result = results[0] if specs[0].scenario is None else _combine(out, specs, results)
+    if any(e.meta["status"] == "interrupted" for e, _ in finished):
+        raise KeyboardInterrupt  # after a clean stop; the directory says interrupted
+    return _concluded(result, out, progress)
 
 
 def _combine(out: Path, specs: list[ExperimentSpec], results: list[RunResult]) -> RunResult:
@@ -243,13 +271,14 @@ def _combine(out: Path, specs: list[ExperimentSpec], results: list[RunResult]) -
                      [f for r in results for f in r.files], by_name)
 
 
-def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float], list[Flow]],
-              bar: Progress, done: set[tuple[str, int, float]] | None = None,
-              place: Place | None = None) -> RunResult:
-    """One experiment (or scenario) into ``out``; errors end up in the result.  ``done``
-    (resuming; None for a fresh directory): runs already recorded there, kept and
-    skipped."""
-    began = time.monotonic()
+def open_results(spec: ExperimentSpec, out: Path,
+                 workloads: dict[tuple[int, float], list[Flow]],
+                 done: set[tuple[str, int, float]] | None, place: str) -> dict[str, Any]:
+    """Make ``out`` ready to take runs and return its meta.json, status ``running``: a
+    fresh directory gets the spec copy, workload.csv and a new meta.json; a resumed one
+    (``done`` not None) keeps its meta.json, adds this session's code and machine, and
+    loses the ``not_run`` rows of the runs about to run.  The local runner and the
+    cluster client (cluster.driver) both start an experiment's directory here."""
     out.mkdir(parents=True, exist_ok=True)
     if done is not None and (out / META_JSON).exists():
         meta = json.loads((out / META_JSON).read_text())
@@ -268,9 +297,21 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
             {"seed": seed, "load": value, "flow_id": f.id, **f.to_dict()}
             for (seed, value), flows in workloads.items() for f in flows))
         meta = _initial_meta(spec, workloads)
-        meta["place"] = (place or Mininet()).name  # where the runs ran (resume checks)
+        meta["place"] = place  # where the runs ran (resume checks)
     meta["status"] = "running"
     write_json(out / META_JSON, meta)
+    return meta
+
+
+def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float], list[Flow]],
+              bar: Progress, done: set[tuple[str, int, float]] | None = None,
+              place: Place | None = None, render: bool = True) -> RunResult:
+    """One experiment (or scenario) into ``out``; errors end up in the result.  ``done``
+    (resuming; None for a fresh directory): runs already recorded there, kept and
+    skipped.  ``render=False``: no summary and plots (a cluster task's part, which the
+    client merges and renders once)."""
+    began = time.monotonic()
+    meta = open_results(spec, out, workloads, done, (place or Mininet()).name)
     state = _State(spec, out, CsvAppender(out / FLOWS_CSV, flow_columns(spec)),
                    CsvAppender(out / "samples.csv", SAMPLE_COLUMNS)
                    if spec.agent.sample_interval > 0 else None, bar, meta,
@@ -320,6 +361,9 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
         meta["active_s"] = round(meta.get("active_s", 0.0) + time.monotonic() - began, 1)
         meta["errors"] = state.errors
         write_json(out / META_JSON, meta)
+    if not render:
+        return RunResult(out, out / FLOWS_CSV, "", state.rows, state.not_ok, state.runs,
+                         state.errors)
     rendered = report(out)
     return RunResult(out, out / FLOWS_CSV, rendered.table, state.rows, state.not_ok,
                      state.runs, state.errors, rendered.files)
@@ -496,6 +540,7 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
     """A started network for ``scheme`` (and its host parts, if it has them) that will
     carry ``runs``; stopped, with the host parts, when the block ends."""
     from dcnlab.topo.errors import EmulationWarning, NetworkError
+    from dcnlab.topo.teardown import deferred_interrupts
 
     spec = state.spec
     kind = scheme.switch or spec.switch
@@ -558,19 +603,22 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
             state.progress.message(f"warning: {message}")
         yield net, started
     finally:
-        try:
-            if session is not None:
-                session.stop(run_dir)
-        finally:
+        # to the end, whatever stop (Ctrl-C, SIGTERM) lands meanwhile: it is delivered
+        # when everything is stopped
+        with deferred_interrupts():
             try:
-                net.stop()
-            except NetworkError as exc:
-                state.errors.append(f"scheme {scheme.name}: clean-up: {exc}")
+                if session is not None:
+                    session.stop(run_dir)
             finally:
                 try:
-                    provided.close()
-                except dctcp.DctcpError as exc:
+                    net.stop()
+                except NetworkError as exc:
                     state.errors.append(f"scheme {scheme.name}: clean-up: {exc}")
+                finally:
+                    try:
+                        provided.close()
+                    except dctcp.DctcpError as exc:
+                        state.errors.append(f"scheme {scheme.name}: clean-up: {exc}")
 
 
 def _host_settings(state: _State, net: Any, scheme: Scheme, congestion: set[str]) -> None:
@@ -717,12 +765,20 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
 def _not_run_rows(state: _State, workloads: dict[tuple[int, float], list[Flow]],
                   reason: str) -> list[dict[str, Any]]:
     """A ``not_run`` row for every flow of every run not recorded, with the reason."""
-    spec = state.spec
+    rows = not_run_rows(state.spec, workloads, state.done, reason)
+    state.not_ok += len(rows)
+    return rows
+
+
+def not_run_rows(spec: ExperimentSpec, workloads: dict[tuple[int, float], list[Flow]],
+                 done: set[tuple[str, int, float]], reason: str) -> list[dict[str, Any]]:
+    """A ``not_run`` row, with the reason, for every flow of every (scheme, seed, value)
+    run of ``workloads`` that is not in ``done``."""
     low, high = spec.measure_window()
     rows = []
     for scheme in spec.schemes:
         for (seed, value), flows in workloads.items():
-            if (scheme.name, seed, value) in state.done:
+            if (scheme.name, seed, value) in done:
                 continue
             rows += [{"scheme": scheme.name, "load": value, "seed": seed, "flow_id": f.id,
                       "src": f.src, "dst": f.dst, "size": f.size,
@@ -732,7 +788,6 @@ def _not_run_rows(state: _State, workloads: dict[tuple[int, float], list[Flow]],
                       "sched": f.start, "status": NOT_RUN,
                       "measured": is_measured(f, low, high), "error": reason or NOT_RUN}
                      for f in flows]
-    state.not_ok += len(rows)
     return rows
 
 

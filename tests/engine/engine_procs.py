@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -22,3 +24,24 @@ def agent_pid(plan: Path, timeout: float = 10.0, poll: float = 0.05) -> int:
                 return int(entry)
         time.sleep(poll)
     raise AssertionError(f"no agent process for {plan}")
+
+
+def leftovers(prefix: str) -> list[str]:
+    """Anything of a run with ``prefix`` still on the machine: links, processes, dirs."""
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
+                           check=True).stdout
+    found = [m for m in re.findall(r"^\d+:\s+(\S+?):", links, re.MULTILINE)
+             if m.startswith(prefix)]
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if prefix in cmdline or f"dcnlab-{prefix.rstrip('-')}" in cmdline:
+            found.append(f"pid {proc.name}: {cmdline[:120]}")
+    reserved = Path("/tmp") / f"dcnlab-{prefix.rstrip('-')}"
+    if reserved.exists():
+        found.append(str(reserved))
+    return found

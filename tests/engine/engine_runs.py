@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,29 @@ def run_spec(spec: dict[str, Any], tmp_path: Path) -> tuple[RunResult, Path]:
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     out = tmp_path / "out"
     return run_experiment(path, out, progress=False), out
+
+
+SMALL_CDF = "# test sizes\n1000 0\n10000 0.5\n200000 1\n"
+
+
+def small_spec_file(tmp_path: Path, name: str, **changes: Any) -> Path:
+    """tmp_path/spec.yaml: two schemes (ECMP, single path), two seeds of a few small
+    inter-rack flows on spineleaf:2,2,2 at 20 Mbit/s; about 30 s a run. ``changes``
+    replace fields."""
+    (tmp_path / "small.cdf").write_text(SMALL_CDF)
+    spec = {"name": name, "topology": "spineleaf:2,2,2", "switch": "ovs",
+            "link": {"rate": "20M"}, "schemes": ["ecmp", "single_path"],
+            "workload": {"type": "poisson", "cdf": "small.cdf", "pairs": "inter_rack"},
+            "loads": [0.05], "seeds": [1, 2], "duration": 4, "drain": 20, "settle": 0.2,
+            **changes}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def dcnlab_argv(*args: str) -> list[str]:
+    """``dcnlab ARGS`` as a user runs it (this interpreter's dcnlab)."""
+    return [sys.executable, "-m", "dcnlab.cli", *args]
 
 
 def csv_rows(path: Path) -> list[dict[str, str]]:

@@ -10,67 +10,33 @@ from __future__ import annotations
 import csv
 import json
 import os
-import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from engine_procs import leftovers
+from engine_runs import csv_rows, dcnlab_argv, small_spec_file
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, veths, OVS)")
 
-SMALL_CDF = "# test sizes\n1000 0\n10000 0.5\n200000 1\n"
-
-
 def _spec(tmp_path: Path, **changes: Any) -> Path:
-    (tmp_path / "small.cdf").write_text(SMALL_CDF)
-    spec = {"name": "stopme", "topology": "spineleaf:2,2,2", "switch": "ovs",
-            "link": {"rate": "20M"}, "schemes": ["ecmp", "single_path"],
-            "workload": {"type": "poisson", "cdf": "small.cdf", "pairs": "inter_rack"},
-            "loads": [0.05], "seeds": [1, 2], "duration": 4, "drain": 20, "settle": 0.2,
-            **changes}
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    return small_spec_file(tmp_path, "stopme", **changes)
 
 
 def _dcnlab(*args: str) -> list[str]:
-    return [sys.executable, "-m", "dcnlab.cli", *args]
+    return dcnlab_argv(*args)
 
 
 def _rows(out: Path) -> list[dict[str, str]]:
-    with open(out / "flows.csv", newline="") as fh:
-        return list(csv.DictReader(fh))
+    return csv_rows(out / "flows.csv")
 
 
 def _workload(out: Path) -> set[tuple[str, str, str]]:
     with open(out / "workload.csv", newline="") as fh:
         return {(r["seed"], r["load"], r["flow_id"]) for r in csv.DictReader(fh)}
-
-
-def _leftovers(prefix: str) -> list[str]:
-    """Anything of a run with ``prefix`` still on the machine: links, processes, dirs."""
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
-                           check=True).stdout
-    found = [m for m in re.findall(r"^\d+:\s+(\S+?):", links, re.MULTILINE)
-             if m.startswith(prefix)]
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if prefix in cmdline or f"dcnlab-{prefix.rstrip('-')}" in cmdline:
-            found.append(f"pid {proc.name}: {cmdline[:120]}")
-    reserved = Path("/tmp") / f"dcnlab-{prefix.rstrip('-')}"
-    if reserved.exists():
-        found.append(str(reserved))
-    return found
 
 
 FIRST_RUN_TIMEOUT = 300.0  # s; one run of _spec's takes about 30 s
@@ -139,7 +105,7 @@ def test_ctrl_c_leaves_nothing_behind_and_resume_finishes_the_same_flows(
     meta = json.loads((out / "meta.json").read_text())
     assert meta["status"] == "interrupted"
     for network in meta["networks"]:
-        assert _leftovers(network["prefix"]) == [], network
+        assert leftovers(network["prefix"]) == [], network
     done = {(r["scheme"], str(r["seed"])) for r in meta["runs"]}
     rows = _rows(out)
     flows = _workload(out)

@@ -37,7 +37,7 @@ def test_top_level_help_lists_every_command_in_plain_text(
     assert not MARKUP.search(out), MARKUP.search(out)
     commands = _commands()
     assert set(commands) == {"up", "check", "run", "report", "reproduce", "schemes", "topo",
-                             "lab", "mp"}
+                             "lab", "mp", "worker"}
     for name in commands:
         # one line per command: its name, then a summary of its own
         line = next((x for x in out.splitlines() if x.split()[:1] == [name]), None)
@@ -46,7 +46,7 @@ def test_top_level_help_lists_every_command_in_plain_text(
 
 
 @pytest.mark.parametrize("command", ["up", "check", "run", "report", "reproduce", "schemes",
-                                     "topo", "lab"])
+                                     "topo", "lab", "worker"])
 def test_each_command_says_root_output_and_exit_status(
         command: str, capsys: pytest.CaptureFixture) -> None:
     out = _help([command, "--help"], capsys)

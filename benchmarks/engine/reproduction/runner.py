@@ -155,10 +155,10 @@ def estimate_text(paper: papers.Paper, steps: list[Step], resume: bool) -> str:
 
 
 def run(paper: papers.Paper, out: Path, steps: list[Step], resume: bool,
-        progress: bool = True) -> ReproductionResult:
-    """Run the steps in order (engine.run_experiment; an experiment that stops early
-    raises its ExperimentError, the results so far kept for --resume), then write the
-    reproduction's outputs."""
+        progress: bool = True, cluster: str | None = None) -> ReproductionResult:
+    """Run the steps in order (engine.run_experiment, on the ``cluster`` target if one is
+    given; an experiment that stops early raises its ExperimentError, the results so far
+    kept for --resume), then write the reproduction's outputs."""
     out.mkdir(parents=True, exist_ok=True)
     if not all(step.complete for step in steps):
         print(estimate_text(paper, steps, resume), file=sys.stderr)
@@ -167,7 +167,7 @@ def run(paper: papers.Paper, out: Path, steps: list[Step], resume: bool,
             continue  # resumed: every scenario of it is complete
         engine.run_experiment(step.source, step.target, progress=progress,
                               resume=resume and not step.fresh, scenarios=step.scenarios,
-                              seeds=step.seeds)
+                              seeds=step.seeds, cluster=cluster)
     return regenerate(paper, out)
 
 
