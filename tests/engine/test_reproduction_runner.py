@@ -32,9 +32,10 @@ class FakeRun:
 
     def __call__(self, spec_path: Any, out_dir: Any = None, progress: bool = True,
                  resume: bool = False, scenarios: list[str] | None = None,
-                 seeds: list[int] | None = None) -> None:
+                 seeds: list[int] | None = None, cluster: str | None = None) -> None:
         self.calls.append({"file": Path(spec_path), "out": Path(out_dir), "resume": resume,
-                           "scenarios": scenarios, "progress": progress, "seeds": seeds})
+                           "scenarios": scenarios, "progress": progress, "seeds": seeds,
+                           "cluster": cluster})
         for spec in engine.select_scenarios(load_specs(spec_path), scenarios):
             spec = replace(spec, seeds=seeds) if seeds is not None else spec
             where = Path(out_dir) / spec.scenario if spec.scenario else Path(out_dir)
