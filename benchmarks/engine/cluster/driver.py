@@ -216,16 +216,12 @@ def _follow(client: Any, token: str, tasks: list[Task], experiments: list[_Exper
                     stop, status = f"not run: an earlier run failed: {why}", "failed"
                     worker.stop_everywhere(client, token, running=False)  # no new task
             if deadline is not None and time.monotonic() > deadline:
-                client.cancel(list(pending))
-                for task in pending.values():
-                    _not_run(experiments[task.scenario], task,
-                             f"{stop}; the worker did not stop within {STOP_WAIT_S:g} s")
+                _abandon(client, pending, experiments,
+                         f"{stop}; the worker did not stop within {STOP_WAIT_S:g} s")
                 break
         except KeyboardInterrupt:
             if deadline is not None:  # a second Ctrl-C: stop waiting
-                client.cancel(list(pending))
-                for task in pending.values():
-                    _not_run(experiments[task.scenario], task, stop or "interrupted")
+                _abandon(client, pending, experiments, stop or "interrupted")
                 break
             stop, status = "interrupted (Ctrl-C or SIGTERM)", "interrupted"
             follow.bar.message("dcnlab: stopping the workers' runs (their networks are "
@@ -233,6 +229,14 @@ def _follow(client: Any, token: str, tasks: list[Task], experiments: list[_Exper
             worker.stop_everywhere(client, token, running=True)
             deadline = time.monotonic() + STOP_WAIT_S
     return status
+
+
+def _abandon(client: Any, pending: dict[Any, Task], experiments: list[_Experiment],
+             reason: str) -> None:
+    """Stop waiting for the ``pending`` tasks: cancelled, their runs not run for ``reason``."""
+    client.cancel(list(pending))
+    for task in pending.values():
+        _not_run(experiments[task.scenario], task, reason)
 
 
 def _ended(future: Any, task: Task, e: _Experiment, follow: ClusterProgress,

@@ -36,7 +36,6 @@ from .tasks import Task
 LOG = "child.log"  # the child's stdout and stderr, in the returned archive
 _lock = threading.Lock()
 _children: dict[str, list[subprocess.Popen[bytes]]] = {}  # token -> running children
-_stopped: set[str] = set()  # tokens whose tasks must not start any more
 
 
 class WorkerRefused(RuntimeError):
@@ -90,7 +89,9 @@ def run_task(payload: Payload) -> Outcome:
             pickle.dump((payload.spec, payload.workloads, payload.task.runs), fh)
         read_fd, write_fd = os.pipe()
         with _lock:
-            if payload.token in _stopped or _stop_event(payload.token).is_set():
+            # the client sets the flag before it signals the children (stop_everywhere):
+            # a task past this check is registered before stop_tasks takes the lock
+            if _stop_event(payload.token).is_set():
                 os.close(read_fd)
                 os.close(write_fd)
                 raise TaskStopped(f"{payload.task.label}: the experiment was stopped")
@@ -138,27 +139,26 @@ def _archive(task_dir: Path) -> bytes:
 
 
 def _stop_event(token: str, client: Any = None) -> Any:
-    """The experiment's stop flag on the scheduler: a worker that joined (or restarted)
-    after the client stopped has no local flag, and must not start a task either."""
+    """The experiment's stop flag on the scheduler, which every worker sees, one that
+    joined (or restarted) after the client stopped included."""
     from distributed import Event
 
     return Event(f"dcnlab-stop-{token}", client=client)
 
 
 def stop_everywhere(client: Any, token: str, running: bool) -> None:
-    """The client's stop: the scheduler's flag set, then every worker's tasks stopped
-    (:func:`stop_tasks`)."""
+    """The client's stop: no task of ``token`` starts any more, and with ``running``
+    every running one gets SIGTERM on its worker (:func:`stop_tasks`)."""
     _stop_event(token, client).set()
-    client.run(stop_tasks, token, running)
+    if running:
+        client.run(stop_tasks, token)
 
 
-def stop_tasks(token: str, running: bool) -> list[int]:
-    """Run on every worker (``client.run``) when the client stops: no task of ``token``
-    starts any more, and with ``running`` every running one gets SIGTERM (its child stops
-    its networks and keeps the runs it finished).  Returns the PIDs signalled."""
+def stop_tasks(token: str) -> list[int]:
+    """Run on every worker (``client.run``): SIGTERM to each running child of ``token``
+    (it stops its networks and keeps the runs it finished).  Returns the PIDs signalled."""
     with _lock:
-        _stopped.add(token)
-        children = [p for p in _children.get(token, []) if p.poll() is None] if running else []
+        children = [p for p in _children.get(token, []) if p.poll() is None]
         for proc in children:
             proc.send_signal(signal.SIGTERM)
     return [proc.pid for proc in children]
