@@ -71,14 +71,31 @@ def _children() -> list[int]:
     return found
 
 
+def _task_processes() -> list[str]:
+    """Processes whose environment or working directory is a task's (its controller
+    says neither prefix nor task in its command line)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            try:
+                marks = (proc / "environ").read_bytes() + os.readlink(proc / "cwd").encode()
+            except OSError:
+                continue
+            if b"dcnlab-task-" in marks:
+                found.append(f"pid {proc.name}: {(proc / 'cmdline').read_bytes()[:100]!r}")
+    return found
+
+
 def _task_dirs() -> list[Path]:
     return sorted(Path(tempfile.gettempdir()).glob("dcnlab-task-*"))
 
 
 def _nothing_left(prefixes: list[str]) -> list[str]:
-    """Whatever a cluster run left: task children, task directories, a network's links,
-    processes or run directory."""
+    """Whatever a cluster run left: task children and the processes they started (a
+    network's controller), task directories, a network's links, processes or run
+    directory."""
     found = [f"pid {pid}: a task child" for pid in _children()]
+    found += _task_processes()
     found += [str(d) for d in _task_dirs()]
     for prefix in prefixes:
         found += leftovers(prefix)
