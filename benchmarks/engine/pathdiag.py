@@ -264,6 +264,13 @@ def run_points(rows: Iterable[Mapping[str, Any]]
     return out
 
 
+def some_run_reorders(rows: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether some run's long flows saw reordering: the rule for drawing ``PLOT_FILE``
+    (without it every point sits at x = 0)."""
+    return any(events > 0 for points in run_points(rows).values()
+               for events, _tput in points)
+
+
 def plot(rows: Sequence[Mapping[str, Any]], out_dir: Path, sweep: str,
          schemes: Sequence[str]) -> list[Path]:
     """Long-flow throughput against reordering events per long flow, a point per run,

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from . import (
     controller_stats,
@@ -145,7 +143,7 @@ def _report_one(out: Path) -> ReportResult:
     if size_stats:
         files.append(sizes.write(out, size_stats))
         files += sizes.plots(size_stats, out / PLOTS_DIR, schemes, baseline)
-    if _some_scheme_reorders(rows):  # else every point sits at x = 0: nothing to show
+    if pathdiag.some_run_reorders(rows):  # else every point sits at x = 0: nothing to show
         files += pathdiag.plot(rows, out / PLOTS_DIR, sweep, schemes)
     if fair_rows:
         files += plots.fairness_plots(_read_csv(out / fairness.SERIES_CSV), fair_summary,
@@ -154,13 +152,6 @@ def _report_one(out: Path) -> ReportResult:
     if queue_rows:
         files += queueseries.plot(queue_rows, out / PLOTS_DIR, sweep, schemes)
     return ReportResult(table, files)
-
-
-def _some_scheme_reorders(rows: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether some run's long flows saw reordering (the x axis of pathdiag's plot of
-    long-flow throughput against reorder events)."""
-    return any(events > 0 for points in pathdiag.run_points(rows).values()
-               for events, _tput in points)
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
