@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from emulated_lab import EmulatedHosts, available
-from engine_procs import leftovers
+from engine_procs import leftovers, marked_processes
 from engine_runs import csv_rows, dcnlab_argv, small_spec_file
 from waiting import wait_for
 
@@ -71,21 +71,6 @@ def _children() -> list[int]:
     return found
 
 
-def _task_processes() -> list[str]:
-    """Processes whose environment or working directory is a task's (its controller
-    says neither prefix nor task in its command line)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) != os.getpid():
-            try:
-                marks = (proc / "environ").read_bytes() + os.readlink(proc / "cwd").encode()
-            except OSError:
-                continue
-            if b"dcnlab-task-" in marks:
-                found.append(f"pid {proc.name}: {(proc / 'cmdline').read_bytes()[:100]!r}")
-    return found
-
-
 def _task_dirs() -> list[Path]:
     return sorted(Path(tempfile.gettempdir()).glob("dcnlab-task-*"))
 
@@ -95,7 +80,7 @@ def _nothing_left(prefixes: list[str]) -> list[str]:
     network's controller), task directories, a network's links, processes or run
     directory."""
     found = [f"pid {pid}: a task child" for pid in _children()]
-    found += _task_processes()
+    found += marked_processes("dcnlab-task-")  # a task's processes, its network's too
     found += [str(d) for d in _task_dirs()]
     for prefix in prefixes:
         found += leftovers(prefix)

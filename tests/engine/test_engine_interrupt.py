@@ -105,7 +105,7 @@ def test_ctrl_c_leaves_nothing_behind_and_resume_finishes_the_same_flows(
     meta = json.loads((out / "meta.json").read_text())
     assert meta["status"] == "interrupted"
     for network in meta["networks"]:
-        assert leftovers(network["prefix"]) == [], network
+        assert leftovers(network["prefix"], network["run_dir"]) == [], network
     done = {(r["scheme"], str(r["seed"])) for r in meta["runs"]}
     rows = _rows(out)
     flows = _workload(out)
