@@ -44,7 +44,8 @@ class Description:
     hosts: list[HostReport]
     connected: list[int]  # datapath ids that connected
     links: list[tuple[str, str]]  # ("spine1:1", "leaf1:1"), as found
-    located: dict[str, str]  # host -> "leaf1:3", where its address was seen
+    # host -> "leaf1:3", where its address was seen ("h1 eth2": a further interface's)
+    located: dict[str, str]
     differences: list[str]
 
     @property
@@ -66,14 +67,14 @@ def check_host(lab: LabSpec, ssh: SshHost) -> HostReport:
         report.problems.append(f"the login {ssh.target.user} is not root (uid {uid}): log "
                                "in as root")
     report.kernel = ssh.run("uname -r", timeout=15.0).stdout.strip()
-    iface = shlex.quote(host.interface)
-    addr = ssh.run(f"ip -4 -o addr show dev {iface}", timeout=15.0)
-    if addr.returncode != 0:
-        report.problems.append(f"no interface {host.interface} (the lab file's data-plane "
-                               "interface)")
-    elif f" {host.address}/" not in addr.stdout:
-        report.problems.append(f"{host.interface} does not carry {host.address}: "
-                               f"ip addr add {host.address}/8 dev {host.interface}")
+    for interface, address in host.data_interfaces():
+        addr = ssh.run(f"ip -4 -o addr show dev {shlex.quote(interface)}", timeout=15.0)
+        if addr.returncode != 0:
+            report.problems.append(f"no interface {interface} (a data-plane interface of "
+                                   "the lab file)")
+        elif f" {address}/" not in addr.stdout:
+            report.problems.append(f"{interface} does not carry {address}: "
+                                   f"ip addr add {address}/8 dev {interface}")
     probe = ssh.run([lab.python, "-c", "import dcnlab.benchmarks.engine.agent"],
                     timeout=30.0)
     if probe.returncode != 0:
@@ -141,10 +142,13 @@ def _wait_discovered(lab: LabSpec, controller: ControllerProcess, state_file: Pa
 
 
 def _ping_all(lab: LabSpec, ssh: SshHost) -> None:
+    """From each of the host's data-plane interfaces to every other host's address: the
+    controller sees each interface's address where it is cabled."""
     mine = lab.host(ssh.name)
     targets = " ".join(shlex.quote(h.address) for h in lab.hosts if h.name != ssh.name)
-    ssh.run(f"for a in {targets}; do ping -c 1 -W 1 -I {shlex.quote(mine.interface)} "
-            "$a >/dev/null 2>&1 & done; wait", timeout=30.0)
+    for interface, _address in mine.data_interfaces():
+        ssh.run(f"for a in {targets}; do ping -c 1 -W 1 -I {shlex.quote(interface)} "
+                "$a >/dev/null 2>&1 & done; wait", timeout=30.0)
 
 
 def _compare(lab: LabSpec, reports: list[HostReport],
@@ -172,15 +176,19 @@ def _compare(lab: LabSpec, reports: list[HostReport],
     seen = state.get("host_locations") or {}
     located = {}
     for host in lab.hosts:
-        where = seen.get(host.address)
-        if where is None:
-            differences.append(f"host {host.name} ({host.address}) was not seen on the fabric "
-                               f"(is {host.interface} cabled to a switch?)")
-            continue
-        located[host.name] = end(where["dpid"], where["port"])
-        if host.switch is not None and located[host.name] != f"{host.switch}:{host.port}":
-            differences.append(f"host {host.name} is at {located[host.name]}, the lab file "
-                               f"says {host.switch}:{host.port}")
+        for k, cabled in enumerate(host.cabling()):
+            # the first interface is the host; a further one is named with it
+            name = host.name if k == 0 else f"{host.name} {cabled.interface}"
+            where = seen.get(cabled.address)
+            if where is None:
+                differences.append(f"host {name} ({cabled.address}) was not seen on the "
+                                   f"fabric (is {cabled.interface} cabled to a switch?)")
+                continue
+            located[name] = end(where["dpid"], where["port"])
+            if cabled.switch is not None and \
+                    located[name] != f"{cabled.switch}:{cabled.port}":
+                differences.append(f"host {name} is at {located[name]}, the lab file says "
+                                   f"{cabled.switch}:{cabled.port}")
     return Description(reports, connected, links, located, differences)
 
 

@@ -41,7 +41,7 @@ from dcnlab.schemes import registry
 from dcnlab.topo.controller_process import ControllerProcess
 from dcnlab.topo.errors import NetworkError
 
-from .spec import LabSpec
+from .spec import LabSpec, interface_mismatch
 from .ssh import HostError, SshHost, SshLoop, Target
 
 READY_TIMEOUT = 60.0  # seconds for every switch to connect and confirm its entries
@@ -88,11 +88,9 @@ def mismatch(lab: LabSpec, topo: TopologySpec) -> str | None:
         mine = hosts.get(h.name)
         if mine is None:
             return f"the topology's host {h.name} ({h.ip}) is not in the lab file"
-        if mine.address != h.ip:
-            return f"the topology addresses {h.name} {h.ip}, the lab file {mine.address}"
-        if len(h.interfaces) > 1:
-            return f"host {h.name} has {len(h.interfaces)} interfaces in the topology; a lab " \
-                   "host has one data-plane interface"
+        wrong = interface_mismatch(mine, [x.ip for x in h.interfaces])
+        if wrong is not None:
+            return wrong
     return None
 
 
@@ -111,8 +109,7 @@ class LabPlace:
                     "links are cables")
         for scheme in spec.schemes:
             agents = scheme.agents if scheme.agents not in (None, NO_AGENTS) else None
-            why = self._refuse(scheme.name, registry.lookup(scheme.app),
-                               scheme_topology(spec, scheme), agents)
+            why = self._refuse(scheme.name, scheme_topology(spec, scheme), agents)
             if why is not None:
                 return why
         return None
@@ -122,19 +119,16 @@ class LabPlace:
         # congestion controls: each host's kernel is asked when the fabric starts
         # (LabFabric.congestion_controls), DCTCP included
         known = registry.lookup(app)
-        return self._refuse(known.name if known else app, known, topology, host_parts)
+        return self._refuse(known.name if known else app, topology, host_parts)
 
-    def _refuse(self, name: str, known: Any, topology: str, agents: str | None
-                ) -> str | None:
-        """Why scheme ``name`` (``known``: its registered declaration, if any) cannot
-        run on ``topology`` here."""
+    def _refuse(self, name: str, topology: str, agents: str | None) -> str | None:
+        """Why scheme ``name`` cannot run on ``topology`` here (a scheme's own transport
+        runs where ``dcnlab lab prepare`` put its program; a host without it fails
+        when the fabric starts, named)."""
         # what still runs on this machine only (its pieces are not put on lab hosts
         # yet): say so rather than run something else than the scheme
         if agents is not None and not registry.host_parts(agents).lab:
             return f"scheme {name}: host parts ({agents} agents) do not run on lab hosts yet"
-        if known is not None and known.transport is not None:
-            return (f"scheme {name}: its transport ({known.transport.name}) does not run on "
-                    "lab hosts yet")
         wrong = mismatch(self.lab, _topology(topology))
         if wrong is not None:
             return wrong
@@ -352,6 +346,11 @@ class LabFabric:
 
     def host(self, name: str) -> LabHostHandle:
         return LabHostHandle(self.hosts[name], self.lab.host(name).address)
+
+    def interface(self, host: str, index: int) -> str:
+        """The lab file's name of ``host``'s data-plane interface ``index`` (its
+        ``interface``, then its ``extra_interfaces``)."""
+        return self.lab.host(host).data_interfaces()[index][0]
 
     def host_files(self, name: str) -> LabFiles:
         return LabFiles(self.hosts[name], self.workdir, self.lab.python)

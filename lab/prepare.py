@@ -8,6 +8,12 @@ file's ``python`` (``/opt/dcnlab/venv/bin/python`` by default).  The agent uses 
 standard library only, so dcnlab is installed from a wheel built from this checkout
 without its dependencies (no package index is needed on the hosts).
 
+The scheme programs that are not Python (``dcnlab-mp``, CFS's transport, and
+``dcnlab-uc3-agentd``, UC3's native agent loop) are copied from
+this machine's build into the same environment's ``bin`` (where the engine runs them on a
+lab host), each with a digest beside it so an unchanged build is not copied again; a
+build missing here is reported with its fix, and only the schemes that need it lack it.
+
 Checked, and reported with their fix: the kernel's cgroup v2 (UC3's host agents join
 their flows to a cgroup) and BTF (``/sys/kernel/btf/vmlinux``: the BPF programs of UC3's
 agents and of DCTCP), and MPTCP (``net.mptcp.enabled``: seed 003's kernel reference).
@@ -23,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -31,6 +38,41 @@ from .ssh import HostError, SshHost, SshLoop, Target
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout the wheel is built from
 STAMP = "dcnlab-wheel.sha256"  # beside the venv: the wheel installed there
+
+
+@dataclass(frozen=True)
+class Program:
+    """A host part's program built here, copied to ``<venv>/bin/<name>``."""
+
+    name: str
+    needed_by: str  # which schemes lack it when it is not there
+    local: Callable[[], str]  # its build on this machine (raises when it is missing)
+    build: str  # how to build it here
+
+
+def _mp_binary() -> str:
+    from dcnlab.hosts.mptransport import binary
+
+    return binary()
+
+
+def _uc3_agentd() -> str:
+    from dcnlab.hosts.uc3_agent.native import BINARY, binary
+
+    found = binary()
+    if found is None:
+        raise FileNotFoundError(f"{BINARY} is missing")
+    return str(found)
+
+
+PROGRAMS = (
+    Program("dcnlab-mp", "CFS (seed 003's transport)", _mp_binary,
+            "scripts/setup.sh, or cd hosts/mptransport && cargo build --release --locked"),
+    # without it UC3's agents run their Python loop (the reference; more CPU per agent)
+    Program("dcnlab-uc3-agentd", "UC3's native agent loop", _uc3_agentd,
+            "scripts/setup.sh, or cd hosts/uc3_agent/native && cargo build --release "
+            "--locked"),
+)
 
 
 @dataclass
@@ -143,8 +185,41 @@ def prepare_host(lab: LabSpec, ssh: SshHost, wheel: Path, digest: str) -> Prepar
     if agent.returncode != 0:
         report.missing.append(f"{lab.python} cannot import the traffic agent: "
                               f"{agent.stderr.strip()[-300:]}")
+    for program in PROGRAMS:
+        _install_program(ssh, program, venv, report)
     _kernel(ssh, report)
     return report
+
+
+def _install_program(ssh: SshHost, program: Program, venv: str, report: Prepared) -> None:
+    """``program``'s build copied to ``<venv>/bin`` unless the same build is there, then
+    run once there (``--help``): a host whose C library cannot run it says so."""
+    try:
+        local = Path(program.local())
+    except (OSError, RuntimeError) as exc:  # its finder's own error says why
+        report.lacking.append(f"{program.name} for {program.needed_by}: not built here "
+                              f"({exc}); build it ({program.build}) and prepare again")
+        return
+    digest = hashlib.sha256(local.read_bytes()).hexdigest()
+    remote = f"{venv}/bin/{program.name}"
+    stamp = f"{venv}/{program.name}.sha256"
+    if ssh.run(f"test -x {shlex.quote(remote)} && test \"$(cat {shlex.quote(stamp)} "
+               f"2>/dev/null)\" = {digest}").returncode != 0:
+        partial = f"{remote}.part"
+        ssh.put(local, partial)
+        ssh.run(f"chmod 755 {shlex.quote(partial)} && mv -f {shlex.quote(partial)} "
+                f"{shlex.quote(remote)} && echo {digest} > {shlex.quote(stamp)}", check=True)
+        what = "installed now"
+    else:
+        what = "this build's"
+    ran = ssh.run([remote, "--help"], timeout=30.0)
+    if ran.returncode != 0:
+        report.lacking.append(f"{program.name} for {program.needed_by}: {remote} does not "
+                              f"run there ({(ran.stderr or ran.stdout).strip()[-200:]}): "
+                              "the host needs this machine's architecture and a C library "
+                              "as new as its (Debian 12's)")
+        return
+    report.ready.append(f"{program.name} at {remote} ({what})")
 
 
 def _kernel(ssh: SshHost, report: Prepared) -> None:

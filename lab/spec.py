@@ -89,6 +89,17 @@ class Link:
 
 
 @dataclass(frozen=True)
+class ExtraInterface:
+    """A further data-plane interface of a multi-homed server: a scheme's own transport
+    (CFS's dcnlab-mp) sends one subflow from each of the host's addresses."""
+
+    interface: str
+    address: str  # its IPv4 address
+    switch: str | None = None  # where it is cabled, if known
+    port: int | None = schema.field(None, min=1)
+
+
+@dataclass(frozen=True)
 class Host:
     """A Linux server of the lab."""
 
@@ -103,6 +114,19 @@ class Host:
     # the address host agents reach the controller from (schemes with host parts);
     # None: the SSH address
     management: str | None = None
+    # further data-plane interfaces, in the order of the topology host's interfaces
+    # after its first (``twopath``'s client has two)
+    extra_interfaces: list[ExtraInterface] = schema.field([])
+
+    def data_interfaces(self) -> list[tuple[str, str]]:
+        """(interface, address) of every data-plane interface, the first one first."""
+        return [(end.interface, end.address) for end in self.cabling()]
+
+    def cabling(self) -> list[ExtraInterface]:
+        """Every data-plane interface with where it is cabled (if the file says), the
+        first one first."""
+        return [ExtraInterface(self.interface, self.address, self.switch, self.port),
+                *self.extra_interfaces]
 
 
 @dataclass(frozen=True)
@@ -252,35 +276,64 @@ def _check_hosts(lab: LabSpec, switches: dict[str, Switch],
             raise SpecFileError(join(where, "name"), f"{host.name!r} is used twice "
                                 "(hosts and switches share names)")
         names.add(host.name)
-        try:
-            ip = ipaddress.IPv4Address(host.address)
-        except ValueError:
-            raise SpecFileError(join(where, "address"), f"{host.address!r}: the data-plane "
-                                "interface's IPv4 address (10.0.0.1)") from None
-        if str(ip) in addresses:
-            raise SpecFileError(join(where, "address"), f"{ip} is hosts[{addresses[str(ip)]}]"
-                                "'s address too")
-        addresses[str(ip)] = i
+        interfaces: set[str] = set()
+        for k, end in enumerate(host.cabling()):
+            at = where if k == 0 else join(join(where, "extra_interfaces"), k - 1)
+            _check_data_interface(at, end, switches, used, addresses, i)
+            if end.interface in interfaces:
+                raise SpecFileError(join(at, "interface"), f"{end.interface!r} is used "
+                                    f"twice in {host.name}")
+            interfaces.add(end.interface)
         target = _split_port(host.ssh, lab.ssh.port, join(where, "ssh"))
         if target in targets:
             raise SpecFileError(join(where, "ssh"), f"{host.ssh} is hosts[{targets[target]}]"
                                 "'s SSH address too: one host per machine")
         targets[target] = i
-        if not re.fullmatch(r"[A-Za-z0-9_.:@-]{1,15}", host.interface):
-            raise SpecFileError(join(where, "interface"), f"{host.interface!r}: a network "
-                                "interface name (eth1, enp3s0f1)")
-        if (host.switch is None) != (host.port is None):
-            raise SpecFileError(join(where, "switch" if host.switch is None else "port"),
-                                "switch and port go together: where the interface is "
-                                "cabled (leave both out to discover it)")
-        if host.switch is not None and host.port is not None:
-            _port_of(f"{host.switch}:{host.port}", switches, used, join(where, "switch"))
         if host.management is not None:
             try:
                 ipaddress.ip_address(host.management)
             except ValueError:
                 raise SpecFileError(join(where, "management"), f"{host.management!r}: an IP "
                                     "address") from None
+
+
+def _check_data_interface(where: str, end: ExtraInterface, switches: dict[str, Switch],
+                          used: set[tuple[str, int]], addresses: dict[str, int],
+                          index: int) -> None:
+    """One data-plane interface of host ``index``: its address (unique in the lab), its
+    name, and where it is cabled (switch and port together, a port once)."""
+    try:
+        ip = ipaddress.IPv4Address(end.address)
+    except ValueError:
+        raise SpecFileError(join(where, "address"), f"{end.address!r}: the data-plane "
+                            "interface's IPv4 address (10.0.0.1)") from None
+    if str(ip) in addresses:
+        raise SpecFileError(join(where, "address"), f"{ip} is hosts[{addresses[str(ip)]}]"
+                            "'s address too")
+    addresses[str(ip)] = index
+    if not re.fullmatch(r"[A-Za-z0-9_.:@-]{1,15}", end.interface):
+        raise SpecFileError(join(where, "interface"), f"{end.interface!r}: a network "
+                            "interface name (eth1, enp3s0f1)")
+    if (end.switch is None) != (end.port is None):
+        raise SpecFileError(join(where, "switch" if end.switch is None else "port"),
+                            "switch and port go together: where the interface is "
+                            "cabled (leave both out to discover it)")
+    if end.switch is not None and end.port is not None:
+        _port_of(f"{end.switch}:{end.port}", switches, used, join(where, "switch"))
+
+
+def interface_mismatch(host: Host, topology_addresses: list[str]) -> str | None:
+    """Where a lab host's data-plane addresses are not a topology host's (None: they
+    are, one interface each, in order)."""
+    have = [address for _name, address in host.data_interfaces()]
+    if have == topology_addresses:
+        return None
+    if len(have) != len(topology_addresses):
+        return (f"host {host.name} has {len(topology_addresses)} data-plane interface(s) in "
+                f"the topology ({', '.join(topology_addresses)}), {len(have)} in the lab "
+                f"file ({', '.join(have)}): a further one goes in its extra_interfaces")
+    return (f"the topology addresses {host.name} {', '.join(topology_addresses)}, the lab "
+            f"file {', '.join(have)}")
 
 
 def _check_topology(lab: LabSpec) -> None:
@@ -306,9 +359,9 @@ def _check_topology(lab: LabSpec) -> None:
         if mine is None:
             raise SpecFileError("topology", f"{lab.topology} has host {h.name} ({h.ip}); "
                                 "the lab has no host of that name")
-        if mine.address != h.ip:
-            raise SpecFileError("topology", f"{lab.topology} addresses {h.name} {h.ip}; the "
-                                f"lab file says {mine.address}")
+        wrong = interface_mismatch(mine, [x.ip for x in h.interfaces])
+        if wrong is not None:
+            raise SpecFileError("topology", f"{lab.topology}: {wrong}")
     if len(topo.hosts) != len(lab.hosts):
         extra_hosts = sorted(set(by_name) - {h.name for h in topo.hosts})
         raise SpecFileError("topology", f"the lab's hosts {', '.join(extra_hosts)} are not "

@@ -9,7 +9,8 @@
   the run; they share this machine's file system, as NFS-mounted lab servers would.
 - Switches (:class:`EmulatedLab`): a namespace each with one ``dcnlab-switch``
   (switch_ext) process, connected to the controller over the management network, its
-  ports veths cabled as a topology spec says (hosts' ``eth1`` to their switch port).
+  ports veths cabled as a topology spec says (hosts' ``eth1``, and ``eth2``... of a
+  multi-homed one, to their switch ports).
   They stand in for hardware: no link is emulated.
 
 Everything is named with the run's prefix (``dl<pid>``) and removed in ``close()``: the
@@ -223,10 +224,19 @@ class EmulatedLab(EmulatedHosts):
     (namespaces with sshd), cabled as the spec says; :meth:`lab_file` describes it."""
 
     def __init__(self, topology: str, prefix: str | None = None,
-                 port_options: Sequence[str] = ()) -> None:
+                 port_options: Sequence[str] = (), emulate_links: bool = False) -> None:
         """``port_options``: switch_ext ``--port`` options every port gets, as a
-        hardware port has its rate (``rate=10000000``)."""
-        from dcnlab.topo.ext_switch import ExtOptions, find_binary, switch_command
+        hardware port has its rate (``rate=10000000``); ``emulate_links``: each port
+        also gets its topology link's (rate, delay, jitter: what a lab operator starts
+        switch_ext switches with for a topology such as twopath, whose paths differ by
+        their links)."""
+        from dcnlab.topo.ext_switch import (
+            ExtOptions,
+            find_binary,
+            plan_ports,
+            switch_command,
+        )
+        from dcnlab.topo.ext_switch import port_options as link_port_options
         from dcnlab.topo.spec import parse
 
         self.topology = parse(topology)
@@ -246,10 +256,13 @@ class EmulatedLab(EmulatedHosts):
             ports = self._cable()
             binary = find_binary()
             for sw, node in zip(self.topology.switches, self.switches, strict=True):
+                plans = plan_ports(self.topology, sw.name)
                 argv = switch_command(
                     binary, sw.name, sw.dpid,
                     f"tcp:{self._run.gateway}:{self.controller_port}",
-                    [(number, intf, list(port_options))
+                    [(number, intf, [*port_options, *(
+                        link_port_options(plans[number].params, plans[number].peer_is_host)
+                        if emulate_links else [])])
                      for number, intf in sorted(ports[sw.name])],
                     ExtOptions(), None)
                 self._run.start(node, argv, f"switch_{sw.name}.log")
@@ -272,18 +285,20 @@ class EmulatedLab(EmulatedHosts):
                     ports[node].append((port, end))
                     _sh("ip", "-n", netns[node], "link", "set", end, "up")
         for h in self.topology.hosts:
-            (iface,) = h.interfaces
-            host_end = next(f"{prefix}l{k}{'a' if lk.a == h.name else 'b'}"
-                            for k, lk in enumerate(self.topology.links)
-                            if h.name in (lk.a, lk.b))
             ns = netns[h.name]
-            _sh("ip", "-n", ns, "link", "set", host_end, "name", "eth1")
-            _sh("ip", "-n", ns, "link", "set", "eth1", "address", iface.mac)
-            _sh("ip", "-n", ns, "addr", "add", f"{iface.ip}/{iface.prefixlen}", "dev", "eth1")
-            _sh("ip", "-n", ns, "link", "set", "eth1", "up")
-            for off in ("tx", "rx", "sg", "tso", "gso", "gro"):  # as Mininet hosts do
-                subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-K", "eth1", off,
-                                "off"], capture_output=True)
+            for index, iface in enumerate(h.interfaces):  # eth1, eth2, ... in spec order
+                host_end = next(f"{prefix}l{k}{'a' if lk.a == h.name else 'b'}"
+                                for k, lk in enumerate(self.topology.links)
+                                if (lk.a, lk.a_port) == (h.name, index)
+                                or (lk.b, lk.b_port) == (h.name, index))
+                dev = f"eth{index + 1}"
+                _sh("ip", "-n", ns, "link", "set", host_end, "name", dev)
+                _sh("ip", "-n", ns, "link", "set", dev, "address", iface.mac)
+                _sh("ip", "-n", ns, "addr", "add", f"{iface.ip}/{iface.prefixlen}", "dev", dev)
+                _sh("ip", "-n", ns, "link", "set", dev, "up")
+                for off in ("tx", "rx", "sg", "tso", "gso", "gro"):  # as Mininet hosts do
+                    subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-K", dev, off,
+                                    "off"], capture_output=True)
         return ports
 
     def lab_file(self) -> dict[str, Any]:
@@ -298,7 +313,11 @@ class EmulatedLab(EmulatedHosts):
             "hosts": [{"name": n.name, "ssh": n.address, "interface": "eth1",
                        "address": by_name[n.name].ip,
                        "switch": by_name[n.name].interfaces[0].switch,
-                       "port": by_name[n.name].interfaces[0].port}
+                       "port": by_name[n.name].interfaces[0].port,
+                       "extra_interfaces": [
+                           {"interface": f"eth{k + 1}", "address": x.ip, "switch": x.switch,
+                            "port": x.port}
+                           for k, x in enumerate(by_name[n.name].interfaces) if k > 0]}
                       for n in self.hosts],
         }
 

@@ -259,6 +259,12 @@ class Network:
         self.spec.switch(name)
         return self._mn()[self.prefix + name]
 
+    def interface(self, host: str, index: int) -> str:
+        """The name, inside ``host``, of its data-plane interface ``index`` (the spec
+        host's interfaces in order; the engine's fabric protocol)."""
+        node = self.host(host)
+        return str(node.intf(f"{node.name}-eth{index}").name)
+
     def host_files(self, name: str) -> None:
         """Mininet hosts see this machine's files: nothing travels (the engine's fabric
         protocol; a lab host returns how its files do)."""
@@ -485,7 +491,7 @@ class Network:
             host = self.host(spec_host.name)
             commands = []
             for index, iface in enumerate(spec_host.interfaces):
-                intf = host.intf(f"{host.name}-eth{index}")
+                intf = host.intf(self.interface(spec_host.name, index))
                 if intf.IP() != iface.ip:
                     intf.setIP(iface.ip, iface.prefixlen)
                 if (intf.MAC() or "").lower() != iface.mac:

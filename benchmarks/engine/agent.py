@@ -692,8 +692,12 @@ class Agent:
 
     def _serve(self, argv: list[str]) -> None:
         """The scheme transport's receiver, up (its first output line) before "ready"."""
-        self.server = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            self.server = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except OSError as exc:  # not there: a lab host gets it from `dcnlab lab prepare`
+            raise RuntimeError(f"transport receiver {argv[0]}: {exc.strerror} (on a lab "
+                               "host, dcnlab lab prepare installs it)") from None
         assert self.server.stdout is not None
         first = self.server.stdout.readline()
         if not first:

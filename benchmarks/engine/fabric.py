@@ -12,7 +12,7 @@ on hardware switches, say.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from dcnlab.model.runtime import ControllerState
 from dcnlab.model.topology import TopologySpec
 
-from .replay import HostFiles
+from .replay import HostFiles, program_on
 from .spec import ExperimentSpec
 
 
@@ -70,6 +70,11 @@ class Fabric(Protocol):
         BPF DCTCP's kernel name where it stands in for dctcp)."""
         ...
 
+    def interface(self, host: str, index: int) -> str:
+        """The name, inside ``host``, of its data-plane interface ``index`` (the
+        topology host's interfaces in order): what source routing binds a subflow to."""
+        ...
+
     def host_files(self, name: str) -> HostFiles | None:
         """None when the host sees this machine's files (Mininet), else how its files
         travel (a lab server)."""
@@ -81,6 +86,12 @@ def host_python(fabric: Fabric, host: str) -> str:
     one on a Mininet host (which shares this machine's files)."""
     files = fabric.host_files(host)
     return files.python if files is not None else sys.executable
+
+
+def host_program(fabric: Fabric, host: str, name: str, local: Callable[[], str]) -> str:
+    """Where a host part's program ``name`` (``dcnlab-mp``) is on ``host``:
+    :func:`~.replay.program_on` its files."""
+    return program_on(fabric.host_files(host), name, local)
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,15 @@ class HostFiles(Protocol):
     def get(self, remote: str, local: Path) -> None: ...
 
 
+def program_on(files: HostFiles | None, name: str, local: Callable[[], str]) -> str:
+    """A host part's program ``name`` on a host: beside the interpreter that has dcnlab
+    on a lab server (its virtual environment's ``bin``, where ``dcnlab lab prepare``
+    puts it), ``local()`` (this machine's build) on a host that shares these files."""
+    if files is None:
+        return local()
+    return str(PurePosixPath(files.python).parent / name)
+
+
 @dataclass
 class Endpoint:
     """A host that runs an agent.
@@ -133,6 +142,8 @@ def plan_for(endpoint: Endpoint, flows: Iterable[Flow], hosts: dict[str, Endpoin
     each TCP flow as the transport's sender process (flow ``argv``)."""
     plan_flows = []
     options = dict(transport_options or {})
+    program = (program_on(endpoint.files, transport.program, transport.local_program)
+               if transport is not None else "")
     for f in flows:
         if f.src != endpoint.name:
             continue
@@ -147,7 +158,7 @@ def plan_for(endpoint: Endpoint, flows: Iterable[Flow], hosts: dict[str, Endpoin
             if not f.size:
                 raise ReplayError(f"flow {f.id}: long-lived flows cannot use transport "
                                   f"{transport.name} (it sends a known size)")
-            row["argv"] = transport.send(f"{dst.ip}:{transport.port}", f.size,
+            row["argv"] = transport.send(program, f"{dst.ip}:{transport.port}", f.size,
                                          endpoint.addresses or (endpoint.ip,), options)
         plan_flows.append(row)
     return {"host": endpoint.name, "listen_ip": endpoint.ip, "port": endpoint.port,
@@ -155,7 +166,7 @@ def plan_for(endpoint: Endpoint, flows: Iterable[Flow], hosts: dict[str, Endpoin
             "sample_interval": sample_interval, "congestion": endpoint.congestion,
             "rx": str(rx) if rx else None, "rx_interval": rx_interval if rx else 0.0,
             "cgroup_procs": endpoint.cgroup_procs, "flows": plan_flows,
-            "serve": (transport.serve(f"{endpoint.ip}:{transport.port}", options)
+            "serve": (transport.serve(program, f"{endpoint.ip}:{transport.port}", options)
                       if transport is not None else None)}
 
 

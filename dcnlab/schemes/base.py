@@ -109,11 +109,14 @@ class HostParts:
 class Transport:
     """A transport a scheme's senders use instead of one kernel TCP connection per flow.
 
-    The traffic agents run ``serve(listen, options)`` (``listen`` = "ip:port", port
-    ``port``) in every host for the whole run, and each TCP flow as the process
-    ``send(destination "ip:port", size in bytes, the sending host's addresses, options)``;
-    that process's last JSON line on stdout is the flow's result, with at least
-    ``fct_ms`` and ``intact`` (and ``delivered``, bytes).  ``prepare(net, host)`` runs once
+    Its hosts' side is one program, ``program`` (a name: ``local_program()`` finds this
+    machine's build, which Mininet hosts run; a lab server runs the copy ``dcnlab lab
+    prepare`` put beside its dcnlab).  The traffic agents run ``serve(that program's path
+    on the host, listen, options)`` (``listen`` = "ip:port", port ``port``) in every host
+    for the whole run, and each TCP flow as the process ``send(path, destination
+    "ip:port", size in bytes, the sending host's addresses, options)``; that process's
+    last JSON line on stdout is the flow's result, with at least ``fct_ms`` and
+    ``intact`` (and ``delivered``, bytes).  ``prepare(net, host)`` runs once
     per host with several interfaces after the network started (source routing, say).
     ``options`` come from the scheme (:attr:`Scheme.transport_options`) and the
     experiment file (``transport_options``); ``option_names`` are the valid keys and
@@ -127,8 +130,10 @@ class Transport:
     name: str
     summary: str
     port: int
-    serve: Callable[[str, Mapping[str, Any]], list[str]]
-    send: Callable[[str, int, Sequence[str], Mapping[str, Any]], list[str]]
+    program: str
+    local_program: Callable[[], str]
+    serve: Callable[[str, str, Mapping[str, Any]], list[str]]
+    send: Callable[[str, str, int, Sequence[str], Mapping[str, Any]], list[str]]
     prepare: Callable[[Any, str], None] | None = None
     option_names: tuple[str, ...] = ()
     check_options: Callable[[Mapping[str, Any]], None] | None = None

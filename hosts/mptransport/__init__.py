@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +49,12 @@ def check_scheduler(name: str) -> str:
 
 
 def send_argv(to: Sequence[str], size: int | str, scheduler: str, via: Sequence[str] = (),
-              **options: Any) -> list[str]:
+              program: str | None = None, **options: Any) -> list[str]:
     """``dcnlab-mp send`` arguments: ``to`` ADDR:PORT (one, or one per ``via``),
-    ``options`` any further ``--name value`` (window, segment, lowat, seed, timeout, kill).
+    ``options`` any further ``--name value`` (window, segment, lowat, seed, timeout, kill);
+    ``program``: the binary's path where it runs (None: :func:`binary`, this machine's).
     """
-    argv = [binary(), "send", "--to", ",".join(to), "--size", str(size),
+    argv = [program or binary(), "send", "--to", ",".join(to), "--size", str(size),
             "--scheduler", check_scheduler(scheduler)]
     if via:
         argv += ["--via", ",".join(via)]
@@ -75,45 +76,62 @@ def parse_line(text: str) -> dict[str, Any]:
     raise MpError(f"no JSON result in dcnlab-mp output: {text[-300:]!r}")
 
 
+Popen = Callable[..., Any]  # a host's popen(argv, stdout=, stderr=): a Popen-like process
+
+
+def _local_popen(prefix: Sequence[str]) -> Popen:
+    """Starts a process here, inside a host through ``prefix`` (``mnexec -a PID``)."""
+    return lambda argv, **kwargs: subprocess.Popen([*prefix, *argv], **kwargs)
+
+
 def send(to: Sequence[str], size: int | str, scheduler: str, via: Sequence[str] = (),
-         prefix: Sequence[str] = (), timeout: float = 300.0, **options: Any) -> dict[str, Any]:
+         prefix: Sequence[str] = (), timeout: float = 300.0, popen: Popen | None = None,
+         program: str | None = None, **options: Any) -> dict[str, Any]:
     """One transfer; returns the sender's JSON result (``fct_ms``, ``intact``, per-subflow
-    bytes, ``dup_bytes``, ...).  Raises :class:`MpError` when it fails."""
-    argv = list(prefix) + send_argv(to, size, scheduler, via, timeout=timeout, **options)
+    bytes, ``dup_bytes``, ...).  Raises :class:`MpError` when it fails.  It runs through
+    ``popen`` (a fabric host's: a lab server's over SSH), else here behind ``prefix``;
+    ``program`` is the binary's path there (None: this machine's)."""
+    argv = send_argv(to, size, scheduler, via, program=program, timeout=timeout, **options)
+    proc = (popen or _local_popen(prefix))(argv, stdout=subprocess.PIPE,
+                                            stderr=subprocess.STDOUT)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 30)
+        out, _ = proc.communicate(timeout=timeout + 30)
     except subprocess.TimeoutExpired as exc:
+        proc.kill()
+        proc.wait()
         raise MpError(f"dcnlab-mp send did not finish in {timeout + 30:.0f} s") from exc
-    if proc.returncode == 2 or not proc.stdout.strip():
+    text = out.decode(errors="replace") if isinstance(out, bytes) else out
+    if proc.returncode == 2 or not text.strip():
         raise MpError(f"dcnlab-mp send failed (exit {proc.returncode}): "
-                      f"{proc.stderr.strip()[-500:]}")
-    return parse_line(proc.stdout)
+                      f"{text.strip()[-500:]}")
+    return parse_line(text)
 
 
 class Server:
-    """``dcnlab-mp serve`` in the background (optionally inside a host via ``prefix``)."""
+    """``dcnlab-mp serve`` in the background, in a host: through ``popen`` (a fabric
+    host's) with ``program`` its path there, else here behind ``prefix``."""
 
     def __init__(self, listen: str, prefix: Sequence[str] = (), count: int = 0,
-                 log: Path | None = None) -> None:
+                 log: Path | None = None, popen: Popen | None = None,
+                 program: str | None = None) -> None:
         self.listen = listen
-        self._argv = list(prefix) + [binary(), "serve", "--listen", listen,
-                                     "--count", str(count)]
+        self._popen = popen or _local_popen(prefix)
+        self._argv = [program or binary(), "serve", "--listen", listen, "--count", str(count)]
         self._log = log
-        self.proc: subprocess.Popen[str] | None = None
+        self.proc: Any = None
         self.lines: list[dict[str, Any]] = []
-        self.stderr = ""
+        self.output = ""  # stdout and stderr, once stopped
         self.address = ""
 
     def start(self) -> Server:
         """Starts and waits for the "listening" line (the socket is bound then)."""
-        self.proc = subprocess.Popen(self._argv, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = self._popen(self._argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
+        line = self.proc.stdout.readline().decode(errors="replace")
         if "listening" not in line:
             self.stop()
             raise MpError(f"dcnlab-mp serve did not start on {self.listen}: {line!r} "
-                          f"{self.stderr[-500:]}")
+                          f"{self.output[-500:]}")
         self.address = json.loads(line)["listening"]
         return self
 
@@ -124,18 +142,18 @@ class Server:
         if self.proc.poll() is None:
             self.proc.terminate()
         try:
-            out, err = self.proc.communicate(timeout=10)
+            out, _ = self.proc.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            out, err = self.proc.communicate()
-        for line in out.splitlines():
+            out, _ = self.proc.communicate(timeout=10)
+        self.output = (out or b"").decode(errors="replace")
+        for line in self.output.splitlines():
             if line.startswith("{"):
                 try:
                     self.lines.append(json.loads(line))
                 except json.JSONDecodeError:
                     pass
-        self.stderr = err
         if self._log is not None:
-            self._log.write_text(out + err)
+            self._log.write_text(self.output)
         self.proc = None
         return self.lines

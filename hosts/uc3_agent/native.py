@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from types import FrameType
@@ -39,8 +40,13 @@ ENGINES = ("native", "python")
 
 
 def binary() -> Path | None:
-    """The built native agent, or None (``scripts/setup.sh`` builds it)."""
-    return BINARY if os.access(BINARY, os.X_OK) else None
+    """The built native agent, or None (``scripts/setup.sh`` builds it): this source
+    tree's build, else the copy beside the interpreter (a lab host's virtual
+    environment, where ``dcnlab lab prepare`` puts it)."""
+    for exe in (BINARY, Path(sys.executable).parent / BINARY.name):
+        if os.access(exe, os.X_OK):
+            return exe
+    return None
 
 
 def default_engine() -> str:

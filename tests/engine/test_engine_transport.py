@@ -198,10 +198,46 @@ def test_bad_reference_options_are_refused_when_the_file_is_read() -> None:
         parse_spec(entry({"mode": "tcp", "warm": True}))
     transport = registry.get("cfs").transport
     assert transport is not None
-    warm = transport.send("127.0.0.2:5600", 1000, ("127.0.0.1",), {"warm": True})
+    warm = transport.send("dcnlab-mp", "127.0.0.2:5600", 1000, ("127.0.0.1",), {"warm": True})
     assert warm[warm.index("--warm") + 1] == "1"
-    assert "--warm" not in transport.send("127.0.0.2:5600", 1000, ("127.0.0.1",),
+    assert "--warm" not in transport.send("dcnlab-mp", "127.0.0.2:5600", 1000, ("127.0.0.1",),
                                           {"warm": False})
     with pytest.raises(ValueError, match="path 3: the sending host has 2 address"):
-        transport.send("127.0.0.2:5600", 1000, ("127.0.0.1", "127.0.0.3"),
+        transport.send("dcnlab-mp", "127.0.0.2:5600", 1000, ("127.0.0.1", "127.0.0.3"),
                        {"mode": "tcp", "path": 3})
+
+
+class _FarFiles:
+    """A lab server's files (replay.HostFiles): nothing travels in this test."""
+
+    workdir = "/var/tmp/dcnlab-lab1-1"
+    python = "/opt/dcnlab/venv/bin/python"
+
+    def put(self, local: Path, remote: str) -> None:
+        raise AssertionError("nothing travels while planning")
+
+    def get(self, remote: str, local: Path) -> None:
+        raise AssertionError("nothing travels while planning")
+
+
+def test_a_lab_host_runs_the_transport_beside_its_dcnlab(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sender and receiver argv name the program where the host has it: beside the
+    lab file's python on a lab server (where `dcnlab lab prepare` installs it), this
+    machine's build on a host that shares these files."""
+    import sys
+
+    from dcnlab.benchmarks.engine.replay import plan_for
+
+    monkeypatch.setenv("DCNLAB_MP_BINARY", sys.executable)  # an executable: "the build"
+    transport = registry.get("cfs").transport
+    assert transport is not None
+    far = Endpoint("h1", "10.0.0.1", addresses=("10.0.0.1", "10.1.0.1"), files=_FarFiles())
+    near = Endpoint("h2", "10.2.0.1")
+    hosts = {"h1": far, "h2": near}
+    flows = [Flow(0, "h1", "h2", 1000, 0.0), Flow(1, "h2", "h1", 1000, 0.0)]
+    on_lab = plan_for(far, flows, hosts, "records", None, 0.0, transport=transport)
+    assert on_lab["flows"][0]["argv"][0] == "/opt/dcnlab/venv/bin/dcnlab-mp"
+    assert on_lab["serve"][0] == "/opt/dcnlab/venv/bin/dcnlab-mp"
+    here = plan_for(near, flows, hosts, "records", None, 0.0, transport=transport)
+    assert here["flows"][0]["argv"][0] == here["serve"][0] == sys.executable

@@ -28,7 +28,7 @@ import pytest
 
 from dcnlab.hosts import mptransport as mp
 from dcnlab.schemes.cfs.check import endpoints
-from dcnlab.schemes.cfs.paths import interface, source_routing
+from dcnlab.schemes.cfs.paths import source_routing
 from dcnlab.topo.network import Network
 from dcnlab.topo.spec import parse
 
@@ -111,7 +111,7 @@ def test_cfs_duplicates_only_the_slow_paths_tail(twopath) -> None:
 def test_a_path_taken_down_mid_transfer_loses_nothing(twopath) -> None:
     net, client, via, dst = twopath
     host = net.host(client)
-    slow_if = interface(net, client, 1)
+    slow_if = net.interface(client, 1)
     # 128 MB: several seconds more after the link goes down at 1 s, so the slow path's
     # data in flight is declared lost (two retransmission timeouts at its ~300 ms srtt)
     # and sent again on the fast path; 32 MB could end right around the 1 s mark, with

@@ -178,11 +178,12 @@ def test_dctcp_is_made_usable_on_every_lab_host_and_dropped_after(
 
 
 def test_check_on_the_lab_refuses_what_lab_hosts_cannot_run(place: LabPlace) -> None:
-    """Before anything starts: a scheme's own transport, and a topology that is not the
-    lab's."""
-    result = check(TOPOLOGY, "cfs", place.lab.switch_kind, place=place)
-    assert len(result.failures) == 1 and "its transport (dcnlab-mp) does not run on lab " \
-        "hosts yet" in result.failures[0], result.line()
+    """Before anything starts: a topology whose host has more data-plane interfaces
+    than the lab's (twopath's multi-homed client), and one of other switches."""
+    result = check("twopath", "cfs", place.lab.switch_kind, place=place)
+    assert len(result.failures) == 1 and "host h1 has 2 data-plane interface(s) in the " \
+        "topology (10.0.0.1, 10.1.0.1), 1 in the lab file (10.0.0.1)" in result.failures[0], \
+        result.line()
     assert "startup_s" not in result.fields
     other = check("spineleaf:3,2,4", "ecmp", place.lab.switch_kind, place=place)
     assert other.failures and "0x5 are not in the lab file" in other.failures[0], other.line()

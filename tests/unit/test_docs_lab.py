@@ -21,6 +21,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "lab.md"
 SECTIONS: dict[str, type] = {
     "lab": lab.LabSpec, "controller": lab.Controller, "ssh": lab.SshDefaults,
     "switches[]": lab.Switch, "fabric[]": lab.Link, "hosts[]": lab.Host,
+    "hosts[].extra_interfaces[]": lab.ExtraInterface,
 }
 _CODE = re.compile(r"^`([^`]*)`")
 

@@ -143,12 +143,36 @@ def test_a_run_resumes_only_where_it_began(tmp_path: Path) -> None:
                        place=LabPlace(_lab()))
 
 
-def test_what_does_not_run_on_lab_hosts_yet_is_refused_by_name() -> None:
+def _twopath_lab(extra: bool) -> lab.LabSpec:
+    """twopath's machines as a lab; its client with its second interface (``extra``)
+    or without."""
+    topo = parse("twopath")
+    hosts = []
+    for i, h in enumerate(topo.hosts, start=1):
+        entry: dict[str, Any] = {"name": h.name, "ssh": f"192.0.2.{10 + i}",
+                                 "interface": "eth1", "address": h.ip}
+        if extra and len(h.interfaces) > 1:
+            entry["extra_interfaces"] = [{"interface": f"eth{k + 1}", "address": x.ip}
+                                         for k, x in enumerate(h.interfaces) if k > 0]
+        hosts.append(entry)
+    return lab.parse({"controller": {"listen": "192.0.2.1"}, "switch_kind": "ext",
+                      "switches": [{"dpid": sw.dpid} for sw in topo.switches],
+                      "hosts": hosts})
+
+
+def test_a_scheme_transport_needs_the_multi_homed_hosts_its_topology_has() -> None:
+    """CFS's dcnlab-mp runs on lab hosts (from where `lab prepare` puts it); twopath's
+    client needs its second data-plane interface in the lab file."""
     place = LabPlace(_lab())
     assert place.refuse(_experiment(schemes=["uc3"])) is None  # its agents run there
-    cfs = place.refuse(_experiment(schemes=["cfs"], switch="ext"))
-    assert cfs is not None and "its transport (dcnlab-mp) does not run on lab hosts yet" \
-        in cfs, cfs
+    twopath = _experiment(topology="twopath", schemes=["cfs"], switch="ext", loads=[65536],
+                          workload={"type": "sizes", "src": "h1", "dst": "h2"})
+    assert LabPlace(_twopath_lab(extra=True)).refuse(twopath) is None
+    assert LabPlace(_twopath_lab(extra=True)).refuse_network("twopath", "cfs") is None
+    single = LabPlace(_twopath_lab(extra=False)).refuse(twopath)
+    assert single == ("host h1 has 2 data-plane interface(s) in the topology (10.0.0.1, "
+                      "10.1.0.1), 1 in the lab file (10.0.0.1): a further one goes in "
+                      "its extra_interfaces"), single
 
 
 @pytest.mark.built  # an experiment naming DCTCP loads only where its BPF object is built
@@ -202,13 +226,13 @@ def test_check_with_a_lab_takes_its_switch_kind_and_topology(
     assert calls == [(TOPOLOGY, "ecmp", "ext", "LabPlace")]
 
 
-def test_check_on_a_lab_refuses_a_transport_and_other_machines() -> None:
+def test_check_on_a_lab_refuses_other_machines() -> None:
     """What dcnlab check asks the place before it builds anything."""
     place = LabPlace(_lab())
     assert place.refuse_network(TOPOLOGY, "ecmp") is None
     assert place.refuse_network(TOPOLOGY, "uc3", host_parts="uc3") is None
-    assert "its transport (dcnlab-mp) does not run on lab hosts yet" in (
-        place.refuse_network(TOPOLOGY, "cfs") or "")
+    assert "data-plane interface(s) in the topology" in (
+        place.refuse_network("twopath", "cfs") or "")
     assert place.refuse_network(TOPOLOGY, "ecmp", congestion=frozenset({"dctcp"})) is None
     assert "are not in the lab file" in (place.refuse_network("spineleaf:3,2,2", "ecmp")
                                         or "")

@@ -92,13 +92,42 @@ def test_a_topology_must_name_the_labs_switches_and_hosts(tmp_path: Path) -> Non
     assert _load(tmp_path, data).topology == "spineleaf:2,2,2"
     wrong = copy.deepcopy(data)
     wrong["hosts"][0]["address"] = "10.200.0.1"
-    assert re.search(rf"topology: spineleaf:2,2,2 addresses h1 {topo.hosts[0].ip}; the lab "
-                     r"file says 10\.200\.0\.1", _error(tmp_path, wrong))
+    assert re.search(rf"topology: spineleaf:2,2,2: the topology addresses h1 "
+                     rf"{topo.hosts[0].ip}, the lab file 10\.200\.0\.1", _error(tmp_path, wrong))
     fewer = copy.deepcopy(data)
     fewer["switches"] = fewer["switches"][:3]
     assert "the lab's switches differ (missing 0x4, not in it none)" in _error(tmp_path,
                                                                            fewer)
     assert "family" in _error(tmp_path, {**data, "topology": "spineleef:2,2,2"})
+
+
+def test_a_multi_homed_host_gives_each_interface_of_the_topology(tmp_path: Path) -> None:
+    """twopath's client has two data-plane interfaces: the lab host lists the second in
+    extra_interfaces, and a lab that gives it one is told which is missing."""
+    from dcnlab.topo.spec import parse
+
+    topo = parse("twopath")
+    client, server = topo.hosts
+    data: dict[str, Any] = {
+        "controller": {"listen": "192.0.2.1"}, "topology": "twopath",
+        "switches": [{"dpid": sw.dpid} for sw in topo.switches],
+        "hosts": [{"name": "h1", "ssh": "192.0.2.11", "interface": "eth1",
+                   "address": client.interfaces[0].ip,
+                   "extra_interfaces": [{"interface": "eth2",
+                                         "address": client.interfaces[1].ip,
+                                         "switch": "s2", "port": 2}]},
+                  {"name": "h2", "ssh": "192.0.2.12", "interface": "eth1",
+                   "address": server.ip}]}
+    spec = _load(tmp_path, data)
+    assert spec.host("h1").data_interfaces() == [("eth1", client.interfaces[0].ip),
+                                                 ("eth2", client.interfaces[1].ip)]
+    assert spec.host("h2").data_interfaces() == [("eth1", server.ip)]
+    single = copy.deepcopy(data)
+    del single["hosts"][0]["extra_interfaces"]
+    assert (f"host h1 has 2 data-plane interface(s) in the topology ("
+            f"{client.interfaces[0].ip}, {client.interfaces[1].ip}), 1 in the lab file "
+            f"({client.interfaces[0].ip}): a further one goes in its extra_interfaces"
+            ) in _error(tmp_path, single)
 
 
 @pytest.mark.parametrize("path, value, field, expected", [
@@ -127,6 +156,15 @@ def test_a_topology_must_name_the_labs_switches_and_hosts(tmp_path: Path) -> Non
     ("hosts.0.port", 1, "hosts[0].switch", "port 1 of s3 is cabled twice"),
     ("hosts.0.port", 0, "hosts[0].port", "must be >= 1"),
     ("hosts.0.interface", "eth1; rm -rf /", "hosts[0].interface", "a network interface"),
+    ("hosts.0.extra_interfaces", [{"interface": "eth1", "address": "10.1.0.1"}],
+     "hosts[0].extra_interfaces[0].interface", "'eth1' is used twice in h1"),
+    ("hosts.0.extra_interfaces", [{"interface": "eth2", "address": "10.0.0.1"}],
+     "hosts[0].extra_interfaces[0].address", "10.0.0.1 is hosts[0]'s address too"),
+    ("hosts.0.extra_interfaces", [{"interface": "eth2", "address": "10.1.0.1",
+                                   "switch": "s3", "port": 3}],
+     "hosts[0].extra_interfaces[0].switch", "port 3 of s3 is cabled twice"),
+    ("hosts.0.extra_interfaces", [{"interface": "eth2", "address": "10.1.0.1", "port": 5}],
+     "hosts[0].extra_interfaces[0].switch", "switch and port go together"),
     ("hosts.2.management", "not-an-ip", "hosts[2].management", "an IP address"),
     ("hosts.0.adress", "10.0.0.1", "hosts[0].adress", "did you mean 'address'"),
     ("ssh.port", 0, "ssh.port", "must be >= 1"),

@@ -75,19 +75,17 @@ def _check_options(options: Mapping[str, Any]) -> None:
         raise ValueError(str(exc)) from None
 
 
-def _serve(listen: str, options: Mapping[str, Any]) -> list[str]:
-    from dcnlab.hosts.mptransport import binary
-
+def _serve(program: str, listen: str, options: Mapping[str, Any]) -> list[str]:
     mode = options.get("mode", "mp")
     if mode == "mp":
-        return [binary(), "serve", "--listen", listen]
-    return [binary(), "plain-serve", "--listen", listen,
+        return [program, "serve", "--listen", listen]
+    return [program, "plain-serve", "--listen", listen,
             *(["--mptcp", "1"] if mode == "mptcp" else [])]
 
 
-def _send(dst: str, size: int, addresses: Sequence[str],
+def _send(program: str, dst: str, size: int, addresses: Sequence[str],
           options: Mapping[str, Any]) -> list[str]:
-    from dcnlab.hosts.mptransport import binary, send_argv
+    from dcnlab.hosts.mptransport import send_argv
 
     _check_options(options)
     mode = options.get("mode", "mp")
@@ -96,13 +94,13 @@ def _send(dst: str, size: int, addresses: Sequence[str],
         if path > len(addresses):
             raise ValueError(f"path {path}: the sending host has {len(addresses)} "
                              "address(es)")
-        return [binary(), "plain-send", "--to", dst, "--size", str(size),
+        return [program, "plain-send", "--to", dst, "--size", str(size),
                 "--via", addresses[path - 1], *(["--mptcp", "1"] if mode == "mptcp" else [])]
     rest = {k: v for k, v in options.items() if k not in ("scheduler", "mode", "warm")}
     if options.get("warm"):
         rest["warm"] = 1  # every subflow connects before the flow starts (its FCT)
     return send_argv([dst], size, str(options.get("scheduler", "cfs")), via=addresses,
-                     **rest)
+                     program=program, **rest)
 
 
 def _row(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -126,11 +124,19 @@ def _prepare(net: Any, host: str) -> None:
     mptcp_endpoints(net, host)
 
 
+def _local_program() -> str:
+    from dcnlab.hosts.mptransport import binary
+
+    return binary()
+
+
 TRANSPORT = Transport(
     name="dcnlab-mp",
     summary="one connection over one kernel TCP subflow per host address, scheduled in "
             "user space (hosts/mptransport/)",
     port=TRANSPORT_PORT,
+    program="dcnlab-mp",
+    local_program=_local_program,
     serve=_serve,
     send=_send,
     prepare=_prepare,

@@ -1,5 +1,6 @@
 """``dcnlab check --topo twopath --app cfs --switch ext``: the same 64 KB and 1 MB transfers
-with minRTT and with CFS over both paths, every byte checked by the receiver.
+with minRTT and with CFS over both paths, every byte checked by the receiver (on Mininet
+or on a lab: through the fabric's hosts).
 
 The JSON line gets ``fct_ms`` (scheduler -> size -> ms), ``dup_bytes`` (the same shape)
 and ``intact``; the check fails when a transfer fails or is not intact.  FCTs are
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dcnlab.benchmarks.engine.fabric import host_program
 from dcnlab.hosts import mptransport as mp
 
 from .paths import source_routing
@@ -37,8 +39,7 @@ def cfs_check(net: Any, spec: Any) -> tuple[dict[str, Any], list[str]]:
         return {}, [str(exc)]
     via = source_routing(net, client)
     dst = f"{net.host(server).IP()}:{PORT}"
-    srv = mp.Server(dst, prefix=_prefix(net, server),
-                    count=len(SIZES) * len(SCHEDULERS)).start()
+    srv = mp.Server(dst, count=len(SIZES) * len(SCHEDULERS), **_in(net, server)).start()
     fct: dict[str, dict[str, float]] = {}
     dup: dict[str, dict[str, int]] = {}
     failures: list[str] = []
@@ -47,8 +48,8 @@ def cfs_check(net: Any, spec: Any) -> tuple[dict[str, Any], list[str]]:
         for sched in SCHEDULERS:
             for label, size in SIZES:
                 try:
-                    res = mp.send([dst], size, sched, via=via, prefix=_prefix(net, client),
-                                  timeout=60)
+                    res = mp.send([dst], size, sched, via=via, timeout=60,
+                                  **_in(net, client))
                 except mp.MpError as exc:
                     failures.append(f"{sched} {label}: {exc}")
                     intact = False
@@ -69,6 +70,8 @@ def cfs_check(net: Any, spec: Any) -> tuple[dict[str, Any], list[str]]:
     return {"fct_ms": fct, "dup_bytes": dup, "intact": intact, "paths": via}, failures
 
 
-def _prefix(net: Any, host: str) -> list[str]:
-    """Runs a command in ``host``'s namespaces."""
-    return ["mnexec", "-a", str(net.host(host).pid)]
+def _in(net: Any, host: str) -> dict[str, Any]:
+    """How dcnlab-mp runs in ``host``: the fabric host's popen (Mininet's namespaces, a
+    lab server over SSH) and the binary's path there."""
+    return {"popen": net.host(host).popen,
+            "program": host_program(net, host, "dcnlab-mp", mp.binary)}

@@ -4,8 +4,9 @@ by that interface.
 Every interface of a host gets a routing table of its own (100 + index) with the
 fabric's prefix through that interface, and a rule ``from <address> lookup <table>``;
 reverse-path filtering is off in the host, since replies to the second address arrive on
-an interface the main table does not route the peer through.  Applied inside the host's
-own network namespace (which the run created and removes).
+an interface the main table does not route the peer through.  Applied through the
+fabric's host: inside a Mininet host's own network namespace (which the run created and
+removes), or on a lab server (tables 100 and up, and their rules, replaced each run).
 """
 
 from __future__ import annotations
@@ -15,12 +16,6 @@ from typing import Any
 FABRIC_PREFIX = "10.0.0.0/8"
 
 
-def interface(net: Any, host: str, index: int) -> str:
-    """The name of spec host ``host``'s interface ``index`` in the running network."""
-    node = net.host(host)
-    return node.intf(f"{node.name}-eth{index}").name
-
-
 def source_routing(net: Any, host: str) -> list[str]:
     """Sets up the rules in ``host``; returns its interface addresses in spec order."""
     spec_host = net.spec.host(host)
@@ -28,7 +23,7 @@ def source_routing(net: Any, host: str) -> list[str]:
     addrs = []
     cmds = ["sysctl -qw net.ipv4.conf.all.rp_filter=0"]
     for index, iface in enumerate(spec_host.interfaces):
-        dev = node.intf(f"{node.name}-eth{index}").name
+        dev = net.interface(host, index)
         table = 100 + index
         cmds += [
             f"sysctl -qw net.ipv4.conf.{dev}.rp_filter=0",
@@ -49,7 +44,7 @@ def kernel_mptcp(net: Any, client: str, server: str) -> None:
     limits = "ip mptcp limits set subflow 8 add_addr_accepted 8"
     cmds = ["sysctl -qw net.mptcp.enabled=1", limits, "ip mptcp endpoint flush"]
     for index, iface in enumerate(net.spec.host(client).interfaces[1:], start=1):
-        cmds.append(f"ip mptcp endpoint add {iface.ip} dev {interface(net, client, index)} "
+        cmds.append(f"ip mptcp endpoint add {iface.ip} dev {net.interface(client, index)} "
                     "subflow")
     for host, lines in ((client, cmds), (server, ["sysctl -qw net.mptcp.enabled=1", limits])):
         out = net.host(host).cmd("; ".join(lines) + "; echo done")
@@ -64,7 +59,7 @@ def mptcp_endpoints(net: Any, host: str) -> None:
     dcnlab-mp's subflows are not MPTCP sockets and are not affected."""
     cmds = ["sysctl -qw net.mptcp.enabled=1", "ip mptcp endpoint flush"]
     for index, iface in enumerate(net.spec.host(host).interfaces[1:], start=1):
-        cmds.append(f"ip mptcp endpoint add {iface.ip} dev {interface(net, host, index)} "
+        cmds.append(f"ip mptcp endpoint add {iface.ip} dev {net.interface(host, index)} "
                     "subflow")
     out = net.host(host).cmd("; ".join(cmds) + "; echo done")
     if not out.strip().endswith("done") or "rror" in out or "Cannot" in out:
