@@ -187,14 +187,15 @@ def test_a_part_without_results_says_so_with_its_log(tmp_path: Path) -> None:
 
 def test_progress_sums_the_workers_and_forgets_a_dead_attempt() -> None:
     bar = Progress(100, enabled=False, runs=4)
-    follow = ClusterProgress(bar, {"a": 50, "b": 50})
+    follow = ClusterProgress(bar, {"a": 50, "b": 50}, names={"tcp://w2:1": "w2"})
     follow.event({"task": "a", "attempt": "w1:10", "worker": "w1", "kind": "done", "value": 20})
     follow.event({"task": "b", "attempt": "w2:11", "worker": "w2", "kind": "done", "value": 5})
     follow.event({"task": "a", "attempt": "w1:10", "worker": "w1", "kind": "run_done"})
     assert (bar.done, bar.runs_done) == (25, 1)
-    follow.event({"task": "b", "attempt": "w2:11", "worker": "w2", "kind": "phase",
+    follow.event({"task": "b", "attempt": "w2:11", "worker": "tcp://w2:1", "kind": "phase",
                   "text": "ecmp seed 2 load 0.1"})
-    assert "w2: ecmp seed 2 load 0.1" in bar.line()
+    assert "w2: ecmp seed 2 load 0.1" in bar.line()  # by its label, as meta.json names it
+    assert "tcp://" not in bar.line()
     # w1 died: task a starts again on w2; what the dead attempt counted is gone
     follow.event({"task": "a", "attempt": "w2:12", "worker": "w2", "kind": "done", "value": 1})
     assert (bar.done, bar.runs_done) == (6, 0)

@@ -68,6 +68,12 @@ class ClusterProgress:
     # task label -> (attempt, flows done, runs done) of the attempt running it now
     live: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     phases: dict[str, str] = field(default_factory=dict)  # worker -> phase
+    # worker address -> its label (vm/0), as the start line and meta.json name it
+    names: dict[str, str] = field(default_factory=dict)
+
+    def _worker(self, event: dict[str, Any]) -> str:
+        address = str(event.get("worker", "?"))
+        return self.names.get(address, address)
 
     def event(self, event: dict[str, Any]) -> None:
         task, attempt = event.get("task", ""), event.get("attempt", "")
@@ -79,10 +85,10 @@ class ClusterProgress:
         elif kind == "run_done":
             runs += 1
         elif kind == "phase":
-            self.phases[event.get("worker", "?")] = str(event.get("text", ""))
+            self.phases[self._worker(event)] = str(event.get("text", ""))
             self.bar.phase = "; ".join(f"{w}: {p}" for w, p in sorted(self.phases.items()))
         elif kind == "message":
-            self.bar.message(f"{event.get('worker', '?')}: {event.get('text', '')}")
+            self.bar.message(f"{self._worker(event)}: {event.get('text', '')}")
         self.live[task] = (attempt, flows, runs)
         self._show()
 
@@ -132,7 +138,7 @@ def run_on_cluster(target: str, specs: list[ExperimentSpec], outs: list[Path],
                               for v in t.values) for t in tasks}
         bar = Progress(sum(flows.values()), enabled=progress,
                        runs=sum(len(t.runs) for t in tasks))
-        follow = ClusterProgress(bar, flows)
+        follow = ClusterProgress(bar, flows, names=labels)
         try:
             status = _follow(client, token, tasks, experiments, needs, mine, follow)
         except KeyboardInterrupt:  # a second one while the workers were told to stop
