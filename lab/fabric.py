@@ -123,8 +123,8 @@ class LabPlace:
 
     def _refuse(self, name: str, topology: str, agents: str | None) -> str | None:
         """Why scheme ``name`` cannot run on ``topology`` here (a scheme's own transport
-        runs where ``dcnlab lab prepare`` put its program; a host without it fails
-        when the fabric starts, named)."""
+        runs where ``dcnlab lab prepare`` put its program; a host without it stops the
+        run before its first flow, named with the program and the fix)."""
         # what still runs on this machine only (its pieces are not put on lab hosts
         # yet): say so rather than run something else than the scheme
         if agents is not None and not registry.host_parts(agents).lab:

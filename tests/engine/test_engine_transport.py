@@ -241,3 +241,19 @@ def test_a_lab_host_runs_the_transport_beside_its_dcnlab(
     assert on_lab["serve"][0] == "/opt/dcnlab/venv/bin/dcnlab-mp"
     here = plan_for(near, flows, hosts, "records", None, 0.0, transport=transport)
     assert here["flows"][0]["argv"][0] == here["serve"][0] == sys.executable
+
+
+def test_a_host_without_the_transport_program_fails_before_any_flow(tmp_path: Path) -> None:
+    """A host where the program is not (a lab host `dcnlab lab prepare` has not seen):
+    the replay stops before its first flow, naming the host, the program and the fix."""
+    import dataclasses
+
+    transport = registry.get("cfs").transport
+    assert transport is not None
+    missing = dataclasses.replace(transport, local_program=lambda: str(tmp_path / "dcnlab-mp"))
+    with pytest.raises(ReplayError) as info:
+        replay([Flow(0, "h1", "h2", 1000, 0.0)], _hosts(), tmp_path, drain=5.0,
+               transport=missing)
+    text = str(info.value)
+    assert "failed to start" in text and f"{tmp_path / 'dcnlab-mp'}" in text, text
+    assert "dcnlab lab prepare installs it" in text, text
