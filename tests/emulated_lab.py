@@ -37,6 +37,8 @@ from typing import Any
 
 from waiting import wait_for
 
+from dcnlab.topo.ext_switch import host_htb_commands
+
 SSHD = "/usr/sbin/sshd"
 PRIVSEP_DIR = Path("/run/sshd")  # sshd refuses to start without it
 
@@ -229,7 +231,8 @@ class EmulatedLab(EmulatedHosts):
         hardware port has its rate (``rate=10000000``); ``emulate_links``: each port
         also gets its topology link's (rate, delay, jitter: what a lab operator starts
         switch_ext switches with for a topology such as twopath, whose paths differ by
-        their links)."""
+        their links), and each host interface sends at its link's rate (htb, as on
+        Mininet, as a NIC of that rate would)."""
         from dcnlab.topo.ext_switch import (
             ExtOptions,
             find_binary,
@@ -253,7 +256,7 @@ class EmulatedLab(EmulatedHosts):
                 host = self._run.node(h.name, 100 + i)
                 self._run.sshd(host)
                 self.hosts.append(host)
-            ports = self._cable()
+            ports = self._cable(emulate_links)
             binary = find_binary()
             for sw, node in zip(self.topology.switches, self.switches, strict=True):
                 plans = plan_ports(self.topology, sw.name)
@@ -270,7 +273,7 @@ class EmulatedLab(EmulatedHosts):
             self.close()
             raise
 
-    def _cable(self) -> dict[str, list[tuple[int, str]]]:
+    def _cable(self, shape_hosts: bool) -> dict[str, list[tuple[int, str]]]:
         """Every link of the topology as a veth pair between two namespaces; returns each
         switch's (port number, interface)."""
         prefix = self._run.prefix
@@ -299,6 +302,11 @@ class EmulatedLab(EmulatedHosts):
                 for off in ("tx", "rx", "sg", "tso", "gso", "gro"):  # as Mininet hosts do
                     subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-K", dev, off,
                                     "off"], capture_output=True)
+                rate = next(lk.params.rate_mbit for lk in self.topology.links
+                            if (lk.a, lk.a_port) == (h.name, index)
+                            or (lk.b, lk.b_port) == (h.name, index))
+                if shape_hosts and rate is not None:
+                    _sh("ip", "netns", "exec", ns, "sh", "-c", host_htb_commands(dev, rate))
         return ports
 
     def lab_file(self) -> dict[str, Any]:
