@@ -290,10 +290,10 @@ class EmulatedLab(EmulatedHosts):
         for h in self.topology.hosts:
             ns = netns[h.name]
             for index, iface in enumerate(h.interfaces):  # eth1, eth2, ... in spec order
-                host_end = next(f"{prefix}l{k}{'a' if lk.a == h.name else 'b'}"
-                                for k, lk in enumerate(self.topology.links)
-                                if (lk.a, lk.a_port) == (h.name, index)
-                                or (lk.b, lk.b_port) == (h.name, index))
+                k, link = next((k, lk) for k, lk in enumerate(self.topology.links)
+                               if (lk.a, lk.a_port) == (h.name, index)
+                               or (lk.b, lk.b_port) == (h.name, index))
+                host_end = f"{prefix}l{k}{'a' if link.a == h.name else 'b'}"
                 dev = f"eth{index + 1}"
                 _sh("ip", "-n", ns, "link", "set", host_end, "name", dev)
                 _sh("ip", "-n", ns, "link", "set", dev, "address", iface.mac)
@@ -302,9 +302,7 @@ class EmulatedLab(EmulatedHosts):
                 for off in ("tx", "rx", "sg", "tso", "gso", "gro"):  # as Mininet hosts do
                     subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-K", dev, off,
                                     "off"], capture_output=True)
-                rate = next(lk.params.rate_mbit for lk in self.topology.links
-                            if (lk.a, lk.a_port) == (h.name, index)
-                            or (lk.b, lk.b_port) == (h.name, index))
+                rate = link.params.rate_mbit
                 if shape_hosts and rate is not None:
                     _sh("ip", "netns", "exec", ns, "sh", "-c", host_htb_commands(dev, rate))
         return ports

@@ -27,6 +27,7 @@ import yaml
 from emulated_lab import EmulatedLab, available
 
 from dcnlab.benchmarks.engine import run_experiment
+from dcnlab.benchmarks.engine.fabric import FabricRequest
 from dcnlab.benchmarks.engine.spec import flows_for, load_spec
 from dcnlab.check import check
 from dcnlab.lab import spec as lab_spec
@@ -86,14 +87,10 @@ def place(lab: EmulatedLab, loop: SshLoop,
     return LabPlace(spec, loop)
 
 
-def _nothing_left(place: LabPlace, lab: EmulatedLab) -> str:
+def _nothing_left(place: LabPlace, tmp_path: Path) -> str:
     """What of dcnlab-mp still runs on the hosts (they share this machine's process
     table: one look covers both)."""
-    from dcnlab.lab.ssh import SshHost, Target
-
-    host = place.lab.hosts[0]
-    address, port, user, key = place.lab.ssh_target(host)
-    ssh = SshHost(Target(host.name, address, port, user, key, 5.0, None), place.loop)
+    ssh = place.make(FabricRequest(TOPOLOGY, "dcnlab.apps.cfs", "ext", tmp_path)).hosts["h1"]
     try:  # the brackets keep the pattern from matching the shell that runs pgrep
         return ssh.cmd("pgrep -af '[d]cnlab-mp (serve|send)' || true").strip()
     finally:
@@ -109,14 +106,15 @@ def test_describe_finds_each_interface_of_the_multi_homed_host(
     assert desc.located["h1 eth2"] == f"{second.switch}:{second.port}", desc.located
 
 
-def test_check_passes_for_cfs_on_the_lab(place: LabPlace, lab: EmulatedLab) -> None:
+def test_check_passes_for_cfs_on_the_lab(place: LabPlace, lab: EmulatedLab,
+                                         tmp_path: Path) -> None:
     result = check(TOPOLOGY, "cfs", place.lab.switch_kind, place=place)
     assert result.ok, result.line()
     client = lab.topology.hosts[0]
     assert result.fields["paths"] == [x.ip for x in client.interfaces]
     assert result.fields["intact"] is True
     assert set(result.fields["fct_ms"]) == {"minrtt", "cfs"}
-    assert _nothing_left(place, lab) == ""
+    assert _nothing_left(place, tmp_path) == ""
 
 
 def test_a_cfs_experiment_runs_on_the_lab(place: LabPlace, lab: EmulatedLab,
@@ -151,4 +149,4 @@ def test_a_cfs_experiment_runs_on_the_lab(place: LabPlace, lab: EmulatedLab,
     # path's window does not fail the test)
     assert any(all(int(b) > 0 for b in r["subflow_bytes"].split(";"))
                for r in rows if r["scheme"] == "cfs"), rows
-    assert _nothing_left(place, lab) == ""
+    assert _nothing_left(place, tmp_path) == ""
