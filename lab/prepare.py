@@ -30,7 +30,7 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from .spec import LabSpec
@@ -50,12 +50,6 @@ class Program:
     build: str  # how to build it here
 
 
-def _mp_binary() -> str:
-    from dcnlab.hosts.mptransport import binary
-
-    return binary()
-
-
 def _uc3_agentd() -> str:
     from dcnlab.hosts.uc3_agent.native import BINARY, binary
 
@@ -65,14 +59,28 @@ def _uc3_agentd() -> str:
     return str(found)
 
 
-PROGRAMS = (
-    Program("dcnlab-mp", "CFS (seed 003's transport)", _mp_binary,
-            "scripts/setup.sh, or cd hosts/mptransport && cargo build --release --locked"),
+def programs() -> list[Program]:
+    """Every registered scheme transport's program (the schemes registry declares them:
+    a new transport is installed without a line here), then UC3's native agent loop."""
+    from dcnlab.schemes import registry
+
+    users: dict[str, list[str]] = {}
+    out: list[Program] = []
+    for scheme in (registry.get(name) for name in registry.names()):
+        transport = scheme.transport
+        if transport is None:
+            continue
+        if transport.program not in users:
+            users[transport.program] = []
+            out.append(Program(transport.program, "", transport.local_program,
+                               "scripts/setup.sh"))
+        users[transport.program].append(scheme.name)
+    out = [replace(p, needed_by=f"{', '.join(users[p.name])} (its transport)") for p in out]
     # without it UC3's agents run their Python loop (the reference; more CPU per agent)
-    Program("dcnlab-uc3-agentd", "UC3's native agent loop", _uc3_agentd,
-            "scripts/setup.sh, or cd hosts/uc3_agent/native && cargo build --release "
-            "--locked"),
-)
+    out.append(Program("dcnlab-uc3-agentd", "UC3's native agent loop", _uc3_agentd,
+                       "scripts/setup.sh, or cd hosts/uc3_agent/native && cargo build "
+                       "--release --locked"))
+    return out
 
 
 @dataclass
@@ -185,7 +193,7 @@ def prepare_host(lab: LabSpec, ssh: SshHost, wheel: Path, digest: str) -> Prepar
     if agent.returncode != 0:
         report.missing.append(f"{lab.python} cannot import the traffic agent: "
                               f"{agent.stderr.strip()[-300:]}")
-    for program in PROGRAMS:
+    for program in programs():
         _install_program(ssh, program, venv, report)
     _kernel(ssh, report)
     return report
