@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from dcnlab.benchmarks.engine.fabric import Fabric, FabricRequest, Mininet, Plac
 from dcnlab.hosts import dctcp
 from dcnlab.schemes import registry
 from dcnlab.schemes.base import CheckContext, HostSession, Scheme, with_topology_options
+from dcnlab.topo.errors import NetworkError
+from dcnlab.topo.readiness import in_host, wait_listening
 from dcnlab.topo.spec import TopologySpec, parse
 
 TOP_TIERS = ("core", "spine")
@@ -124,32 +127,78 @@ def _fresh_stats(net: Fabric, after: float, timeout: float = 10.0) -> None:
         time.sleep(0.2)
 
 
+@dataclass
+class Transfers:
+    """What :func:`run_transfers` saw: the pairs, and those that failed with why."""
+
+    pairs: list[tuple[str, str]]
+    failed: list[tuple[str, str, str]] = field(default_factory=list)  # (src, dst, why)
+
+    @property
+    def done(self) -> int:
+        return len(self.pairs) - len(self.failed)
+
+    def failure(self) -> str | None:
+        """One line for the check's failures (None: every transfer completed)."""
+        if not self.failed:
+            return None
+        shown = "; ".join(f"{a}->{b}: {why}" for a, b, why in self.failed[:4])
+        more = f"; and {len(self.failed) - 4} more" if len(self.failed) > 4 else ""
+        return (f"{len(self.failed)} of {len(self.pairs)} TCP transfers failed "
+                f"({shown}{more})")
+
+
+def _iperf3_error(output: bytes) -> str:
+    """iperf3's own words for why a client stopped (its last error line), else its tail."""
+    lines = [ln.strip() for ln in output.decode(errors="replace").splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "error" in ln.lower()]
+    return (errors or lines or ["no output"])[-1][:200]
+
+
 def run_transfers(net: Fabric, pairs: list[tuple[str, str]],
-                  timeout: float = TRANSFER_TIMEOUT, congestion: str | None = None) -> int:
+                  timeout: float = TRANSFER_TIMEOUT, congestion: str | None = None
+                  ) -> Transfers:
     """Concurrent iperf3 transfers of FLOW_BYTES each (with TCP congestion control
-    ``congestion``, or the hosts' default); returns how many completed."""
+    ``congestion``, or the hosts' default), each client started once its server listens;
+    returns which completed and, for the others, why not (iperf3's error, its exit
+    status, or no end within ``timeout``)."""
+    result = Transfers(list(pairs))
     servers, clients = [], []
     try:
         for i, (_, dst) in enumerate(pairs):
             servers.append(net.host(dst).popen(["iperf3", "-s", "-1", "-p", str(5201 + i)]))
-        time.sleep(0.5)
+        listening = []
         for i, (src, dst) in enumerate(pairs):
+            try:
+                wait_listening(in_host(net.host(dst)), 5201 + i,
+                               what=f"iperf3 server on {dst}")
+                listening.append(i)
+            except NetworkError as exc:
+                result.failed.append((src, dst, str(exc)))
+        # every client at once, as the transfers are meant to be concurrent (a client
+        # started while earlier ones fill the fabric would open its connection into
+        # their queues)
+        for i in listening:
+            src, dst = pairs[i]
             ip = net.host(dst).IP()
             cc = net.congestion_name(src, congestion)  # what the host's kernel calls it
-            clients.append(net.host(src).popen(
+            clients.append((src, dst, net.host(src).popen(
                 ["iperf3", "-c", ip, "-p", str(5201 + i), "-n", FLOW_BYTES, "--connect-timeout",
-                 "3000", *(["-C", cc] if cc else [])]))
+                 "3000", *(["-C", cc] if cc else [])],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
         deadline = time.time() + timeout
-        done = 0
-        for proc in clients:
+        for src, dst, proc in clients:
             try:
-                rc = proc.wait(timeout=max(0.1, deadline - time.time()))
-            except Exception:
-                rc = None
-            done += rc == 0
-        return done
+                output, _ = proc.communicate(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                result.failed.append((src, dst, f"no end within {timeout:g} s"))
+                continue
+            if proc.returncode != 0:
+                result.failed.append((src, dst, f"exit status {proc.returncode}: "
+                                                f"{_iperf3_error(output or b'')}"))
+        return result
     finally:
-        for proc in clients + servers:
+        for proc in [p for _, _, p in clients] + servers:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
@@ -169,7 +218,7 @@ def one_flow_split(net: Fabric, src: str, dst: str) -> tuple[bool, list[float]]:
     """Run one transfer; return whether it completed and the share of its packets on
     each uplink of the source's switch (from the app's OpenFlow port stats)."""
     before = _uplink_split(net, net.spec, src)
-    done = run_transfers(net, [(src, dst)]) == 1
+    done = run_transfers(net, [(src, dst)]).done == 1
     _fresh_stats(net, time.time())
     after = _uplink_split(net, net.spec, src)
     moved = [a - b for a, b in zip(after, before, strict=True)]
@@ -274,13 +323,14 @@ def _checks(net: Fabric, spec: TopologySpec, switch: str, select_mode: str,
     pairs = inter_pod_pairs(spec, 16)
     before = _core_bytes(net, spec)
     t0 = time.time()
-    done = run_transfers(net, pairs, congestion=congestion)
+    transfers = run_transfers(net, pairs, congestion=congestion)
     _fresh_stats(net, time.time())
     after = _core_bytes(net, spec)
-    result.fields.update(tcp_flows=len(pairs), tcp_completed=done,
+    result.fields.update(tcp_flows=len(pairs), tcp_completed=transfers.done,
                          transfer_s=round(time.time() - t0, 1))
-    if done < len(pairs):
-        result.failures.append(f"{len(pairs) - done} of {len(pairs)} TCP transfers failed")
+    failed = transfers.failure()
+    if failed is not None:
+        result.failures.append(failed)
 
     carried = {n: after[n] - before.get(n, 0) for n in after}
     total = sum(carried.values())

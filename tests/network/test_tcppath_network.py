@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from waiting import wait_for
 
-from dcnlab.schemes.tcppath import frames
+from dcnlab.schemes.tcppath import frames, polling
 from dcnlab.schemes.tcppath.check import tcppath_congestion
 from dcnlab.topo.network import Network
 from dcnlab.topo.readiness import in_host, wait_listening
@@ -82,8 +82,7 @@ def read_after(net: Network, state: Any, section: str, moment: float) -> bool:
     """Every switch of the network had its entries read (data-plane polling, the app's
     ``section`` of the state) in answer to a request sent after ``moment``
     (time.time()): what the switches did before then is in the state."""
-    read_at = state.get(section, {}).get("polling", {}).get("read_at", {})
-    return all(read_at.get(str(sw.dpid), 0.0) > moment for sw in net.spec.switches)
+    return polling.read_after(state, section, moment, [sw.dpid for sw in net.spec.switches])
 
 
 def state_written_after(net: Network, moment: float) -> Any:

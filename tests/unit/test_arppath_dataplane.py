@@ -206,3 +206,28 @@ def test_one_exchange_leaves_both_paths_whole_over_stale_entries(fab: Fabric) ->
     assert view.dangling(fab.view) == set()
     assert view.path(fab.view, h1.mac, h5.mac) == [h1.dpid, 3, h5.dpid]
     assert view.path(fab.view, h5.mac, h1.mac) == [h5.dpid, 3, h1.dpid]
+
+
+def test_breaks_name_the_neighbour_to_read_again_and_loops_have_none() -> None:
+    """A break is an entry forwarding an address to a polled neighbour without one (that
+    neighbour is named: its next read confirms or clears it); an entry whose chain breaks
+    further on is not one yet; a chain between spines and leaves that comes back to
+    itself lists each of its entries, with no neighbour to ask."""
+    view = NetworkView.from_topology(parse("spineleaf:4,4,2"))
+    h1 = next(h for h in view.hosts if h.name == "h1")
+    leaf, other = h1.dpid, h1.dpid + 1
+
+    def port(a: int, b: int) -> int:
+        return int(view.graph.edges[a, b]["ports"][a])
+
+    tables: dict[int, dict[str, int]] = {d: {} for d in range(1, 9)}
+    tables[other][h1.mac] = port(other, 2)  # spine 2 has no entry: a break
+    tables[other + 1][h1.mac] = port(other + 1, 3)  # spine 3 forwards to leaf `other`...
+    tables[3][h1.mac] = port(3, other)  # ...which breaks at spine 2: not a break yet
+    assert ArpPathView(tables=tables).breaks(view) == {
+        (other, h1.mac): (port(other, 2), 2)}
+    tables[2][h1.mac] = port(2, other)  # spine 2 -> leaf `other` -> spine 2: a loop
+    assert ArpPathView(tables=tables).breaks(view) == {
+        (other, h1.mac): (port(other, 2), None), (2, h1.mac): (port(2, other), None)}
+    tables[2][h1.mac] = port(2, leaf)  # spine 2 towards h1's own edge: all whole
+    assert ArpPathView(tables=tables).breaks(view) == {}

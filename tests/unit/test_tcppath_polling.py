@@ -94,3 +94,14 @@ def test_read_at_is_the_time_of_the_request_an_answer_belongs_to(
     assert p.read_at == {1: 11.0, 2: 12.0}
     p.answered(2)  # an answer to no request of ours (asked by hand): the date stays
     assert p.read_at == {1: 11.0, 2: 12.0}
+
+
+def test_read_after_wants_every_switch_asked_after_the_moment() -> None:
+    """A round counted after a moment may have read its first switches before it (the
+    arppath check found pinged pairs without paths that way): only every switch's own
+    request time says what the state holds."""
+    state = {"arppath": {"polling": {"rounds": 36, "read_at": {"1": 99.9, "2": 100.4}}}}
+    assert not polling.read_after(state, "arppath", 100.0, [1, 2])
+    assert polling.read_after(state, "arppath", 99.0, [1, 2])
+    assert not polling.read_after(state, "arppath", 99.0, [1, 2, 3])  # 3 never read
+    assert not polling.read_after({}, "arppath", 0.0, [1])

@@ -1,8 +1,10 @@
 """The ``arppath`` part of ``dcnlab check``: paths learned in the data plane.
 
 Host pairs on different edge switches exchange one ping each (their ARP entries are
-resolved: ``dcnlab check`` pinged every pair before); once the app has polled every switch
-twice more, the forwarding entries it reports must give each pair a whole path both ways
+resolved: ``dcnlab check`` pinged every pair before); once the app has read every switch's
+entries in answer to a request sent after the last ping (not "two rounds later": a state
+file reports round counts late, and a round may have read its first switches before the
+pings), the forwarding entries it reports must give each pair a whole path both ways
 (each address is learned from its own frames at every switch they cross, so the request
 and the reply leave both), and the controller must not have answered the ARP of any
 known host (ARP-Path floods requests in the data plane; hosts answer them)."""
@@ -14,6 +16,7 @@ import time
 from typing import Any
 
 from dcnlab.controller.view import NetworkView
+from dcnlab.schemes.tcppath.polling import read_after
 from dcnlab.topo.network import Network
 from dcnlab.topo.spec import TopologySpec
 
@@ -21,7 +24,7 @@ from .view import from_state
 
 PAIRS = 12
 PING_TIMEOUT_S = 5
-ROUNDS_TIMEOUT_S = 30.0
+READ_TIMEOUT_S = 30.0
 CONTROLLER_ARP = ("arp_replied", "arp_relayed", "arp_probed")
 
 
@@ -32,14 +35,14 @@ def _pairs(spec: TopologySpec, count: int, seed: int = 1) -> list[tuple[str, str
     return pairs[:count]
 
 
-def _after_two_rounds(net: Network, timeout: float = ROUNDS_TIMEOUT_S) -> dict[str, Any]:
-    def rounds(state: dict[str, Any]) -> int:
-        return int(state.get("arppath", {}).get("polling", {}).get("rounds", 0))
-
-    start = rounds(net.state() or {})
+def _read_after(net: Network, moment: float, timeout: float = READ_TIMEOUT_S
+                ) -> dict[str, Any]:
+    """The app's state once every switch's entries were read after ``moment`` (the last
+    state within ``timeout``, for the failure to show, if that never happens)."""
+    dpids = [sw.dpid for sw in net.spec.switches]
     deadline = time.time() + timeout
     state: dict[str, Any] = net.state() or {}
-    while time.time() < deadline and rounds(state) < start + 2:
+    while time.time() < deadline and not read_after(state, "arppath", moment, dpids):
         time.sleep(0.2)
         state = net.state() or {}
     return state
@@ -53,7 +56,8 @@ def _ping_lost(net: Network, pairs: list[tuple[str, str]]) -> list[tuple[str, st
 def paths_learned(net: Network, spec: TopologySpec) -> tuple[dict[str, Any], list[str]]:
     pairs = _pairs(spec, PAIRS)
     lost = _ping_lost(net, pairs)
-    state = _after_two_rounds(net)
+    pinged = time.time()
+    state = _read_after(net, pinged)
     section = state.get("arppath", {})
     learned = from_state(section)
     view = NetworkView.from_topology(spec)
@@ -71,6 +75,10 @@ def paths_learned(net: Network, spec: TopologySpec) -> tuple[dict[str, Any], lis
     failures = []
     if lost:
         failures.append(f"arppath: pings lost between {lost}")
+    if not read_after(state, "arppath", pinged, [sw.dpid for sw in net.spec.switches]):
+        failures.append(f"arppath: the app did not read every switch's entries within "
+                        f"{READ_TIMEOUT_S:g} s of the pings (read at: "
+                        f"{section.get('polling', {}).get('read_at')})")
     if missing:
         failures.append(f"arppath: no learned path both ways between {missing} (of "
                         f"{len(pairs)} pairs)")

@@ -53,7 +53,9 @@ class ArpPathPart:
         self.series: deque[tuple[float, int]] = deque(maxlen=SERIES_LEN)
         self.repairs = 0
         self._fresh: set[int] = set()  # switches whose entries arrived since the last walk
-        self._suspects: set[tuple[int, str]] = set()  # dangling entries the last walk saw
+        # the breaks the last walk saw: (switch, address) -> (port, the neighbour whose
+        # next read tells, None for a loop); :meth:`walk`, :meth:`confirm`
+        self._suspects: dict[tuple[int, str], tuple[int, int | None]] = {}
         # what the controller itself deleted, newest last: (wall time, why, switch or
         # None for every switch, address); a path that vanished shows whether it was us
         self.deleted: deque[tuple[float, str, int | None, str]] = deque(maxlen=DELETED_LEN)
@@ -87,12 +89,14 @@ class ArpPathPart:
     def handle_reply(self, net: NetworkView, datapaths: dict[int, Any], dpid: int, xid: int,
                      body: list[Any], more: bool) -> str | None:
         """A reply to one of :meth:`requests`, acted on: once ``dpid``'s entries are
-        complete, Path Fail for addresses over a dead link (level-triggered) and a walk for
-        dangling chains.  Returns what :meth:`reply` does; when to :meth:`sample` is the
-        app's choice (once per complete polling round, or every entries reply)."""
+        complete, Path Fail for addresses over a dead link (level-triggered), the breaks
+        this read confirms, and a walk for new ones.  Returns what :meth:`reply` does; when
+        to :meth:`sample` is the app's choice (once per complete polling round, or every
+        entries reply)."""
         done = self.reply(dpid, xid, body, more)
         if done == "flows":
             self.path_fail(net, dpid, datapaths)
+            self.confirm(dpid, datapaths)
             self.walk(net, datapaths)
         return done
 
@@ -103,26 +107,50 @@ class ArpPathPart:
                             sum(self.view.entries_per_switch().values())))
 
     def walk(self, net: NetworkView, datapaths: dict[int, Any]) -> int:
-        """Once every connected switch's entries arrived since the last walk: delete the
-        entries whose chain dangles (:meth:`ArpPathView.dangling`) in this walk and the one
-        before (a chain read across two switches polled at different moments can look
-        broken once), on their switches only: frames they forwarded now explore from a
-        host's edge or follow a lock or the fallback routes inside the fabric, and the
-        address's next frames teach it again.  Chains that are whole stay.  Returns the
-        entries deleted."""
+        """Once every connected switch's entries arrived since the last walk: note the
+        breaks (:meth:`ArpPathView.breaks`: an entry forwarding an address to a neighbour
+        that has none for it).  A break is read across two switches polled at different
+        moments, so it is only a suspicion until the neighbour's next read
+        (:meth:`confirm`).  A loop has no such neighbour: it is deleted when this walk
+        sees the one before it saw.  Returns the entries deleted."""
         if not datapaths or not set(datapaths) <= self._fresh:
             return 0
         self._fresh = set()
-        dangling = self.view.dangling(net)
-        repair, self._suspects = sorted(dangling & self._suspects), dangling
+        breaks = self.view.breaks(net)
+        loops = sorted(key for key, (port, witness) in breaks.items()
+                       if witness is None and self._suspects.get(key) == (port, None))
+        self._suspects = {k: v for k, v in breaks.items() if k not in loops}
+        return self._repair([(dpid, mac, breaks[(dpid, mac)][0]) for dpid, mac in loops],
+                            datapaths)
+
+    def confirm(self, witness: int, datapaths: dict[int, Any]) -> int:
+        """``witness``'s entries just arrived: delete the suspected entries that forward
+        to it an address it still has no entry for, if they still forward there as last
+        read.  The neighbour's read is the newer one, so an address whose frames crossed
+        both switches since the walk (learned again at both) shows here and its entries
+        stay; what is left is the moment between this read and the deletion reaching the
+        switch, not a polling round.  Returns the entries deleted."""
+        table = self.view.tables.get(witness, {})
+        mine = [(key, port) for key, (port, w) in self._suspects.items() if w == witness]
+        for key, _ in mine:
+            del self._suspects[key]
+        doomed = [(dpid, mac, port) for (dpid, mac), port in mine
+                  if mac not in table and self.view.tables.get(dpid, {}).get(mac) == port]
+        return self._repair(doomed, datapaths)
+
+    def _repair(self, doomed: list[tuple[int, str, int]], datapaths: dict[int, Any]) -> int:
+        """Delete entries (switch, address, port) on their switches only, each only while
+        it outputs to that port: frames they forwarded now explore from a host's edge or
+        follow a lock or the fallback routes inside the fabric, and the address's next
+        frames teach it again."""
         now = round(time.time(), 3)
-        for dpid, mac in repair:
+        for dpid, mac, port in doomed:
             if dpid in datapaths:
-                datapaths[dpid].send_msg(delete_entry(datapaths[dpid], self.base, mac))
+                datapaths[dpid].send_msg(delete_entry(datapaths[dpid], self.base, mac, port))
             self.view.tables.get(dpid, {}).pop(mac, None)  # gone until a poll says otherwise
             self.deleted.append((now, "repair", dpid, mac))
-        self.repairs += len(repair)
-        return len(repair)
+        self.repairs += len(doomed)
+        return len(doomed)
 
     def _delete_everywhere(self, macs: list[str], datapaths: dict[int, Any]) -> None:
         for dp in datapaths.values():

@@ -47,11 +47,12 @@ def stats_requests(dp: Any, base: int) -> list[Any]:
     ]
 
 
-def delete_entry(dp: Any, base: int, mac: str) -> Any:
-    """A switch's learned forwarding entry towards ``mac``."""
+def delete_entry(dp: Any, base: int, mac: str, port: int) -> Any:
+    """A switch's learned forwarding entry towards ``mac``, if it still outputs to ``port``
+    (an entry learned again at another port since it was read stays)."""
     return parser.OFPFlowMod(dp, cookie=apl.COOKIE_FWD, cookie_mask=COOKIE_ALL,
                              table_id=base + apl.FWD, command=ofp.OFPFC_DELETE,
-                             out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
+                             out_port=port, out_group=ofp.OFPG_ANY,
                              match=parser.OFPMatch(eth_dst=mac))
 
 
@@ -151,6 +152,39 @@ class ArpPathView:
         hosts = {h.mac: h for h in view.hosts}
         return {(dpid, mac) for dpid, table in self.tables.items() for mac in table
                 if self._dangles(view, hosts.get(mac), dpid, mac)}
+
+    def breaks(self, view: NetworkView) -> dict[tuple[int, str], tuple[int, int | None]]:
+        """The dangling entries (switch, address) where the chain breaks right behind
+        them, each with the port it forwards on and the neighbour that has no entry for
+        the address (None: the chain runs in a loop, every entry of it listed).  An
+        entry whose chain breaks further on is not one: it becomes one once the entry
+        in front of the break is gone."""
+        hosts = {h.mac: h for h in view.hosts}
+        out: dict[tuple[int, str], tuple[int, int | None]] = {}
+        for dpid, table in self.tables.items():
+            for mac, port in table.items():
+                peer = live_peer(view, dpid, port)
+                host = hosts.get(mac)
+                if peer is None or peer[0] not in self.tables or (
+                        host is not None and host.dpid == peer[0]):
+                    continue  # a host port, a dead link, not polled yet, or its own edge
+                if mac not in self.tables[peer[0]]:
+                    out[(dpid, mac)] = (port, peer[0])
+                elif self._dangles(view, host, dpid, mac) and self._loops(view, dpid, mac):
+                    out[(dpid, mac)] = (port, None)
+        return out
+
+    def _loops(self, view: NetworkView, dpid: int, mac: str) -> bool:
+        """Whether the chain from ``dpid`` towards ``mac`` comes back to ``dpid``."""
+        start, seen = dpid, set()
+        while dpid not in seen:
+            seen.add(dpid)
+            port = self.tables.get(dpid, {}).get(mac)
+            peer = None if port is None else live_peer(view, dpid, port)
+            if peer is None:
+                return False
+            dpid = peer[0]
+        return dpid == start
 
     def _dangles(self, view: NetworkView, host: Any, dpid: int, mac: str) -> bool:
         seen = set()

@@ -25,8 +25,9 @@ from __future__ import annotations
 import struct
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
@@ -138,3 +139,14 @@ class FlowPolling:
         self.last_cost, self._cost = self._cost, 0.0
         self.awaiting = set()
         self.interval = interval_for(self.last_cost)
+
+
+def read_after(state: Mapping[str, Any], section: str, moment: float,
+               dpids: Iterable[int]) -> bool:
+    """Whether the app's state (its ``section``'s ``polling.read_at``) has every switch of
+    ``dpids`` read in answer to a request sent after ``moment`` (time.time()): what the
+    switches did before then is in the state.  Round counts cannot say so: a state file
+    reports them late, and a round counted after ``moment`` may have read its first
+    switches before it."""
+    read_at = state.get(section, {}).get("polling", {}).get("read_at", {})
+    return all(read_at.get(str(dpid), 0.0) > moment for dpid in dpids)
