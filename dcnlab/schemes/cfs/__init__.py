@@ -8,7 +8,8 @@ every interface address is a host of its own); the paths differ by
 their emulated links (``twopath``: switch_ext rate, delay and jitter), hence
 ``requires_switch=("ext",)``.  :mod:`.paths` gives a multi-homed host source routing so
 each subflow leaves by its own interface; :mod:`.check` is the ``dcnlab check``
-invariant: the same 64 KB and 1 MB transfers with minRTT and with CFS, all intact.
+invariant: the same 64 KB, 1 MB and 64 MB transfers with minRTT and with CFS, all intact,
+the long one over both paths.
 In experiments the traffic agents send every TCP flow over ``dcnlab-mp``
 (:data:`TRANSPORT`); ``transport_options: {scheduler: ecf}`` in an experiment's scheme
 entry picks another scheduler (default ``cfs``), ``warm: true`` connects every subflow
