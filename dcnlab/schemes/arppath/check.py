@@ -35,17 +35,17 @@ def _pairs(spec: TopologySpec, count: int, seed: int = 1) -> list[tuple[str, str
     return pairs[:count]
 
 
-def _read_after(net: Network, moment: float, timeout: float = READ_TIMEOUT_S
-                ) -> dict[str, Any]:
-    """The app's state once every switch's entries were read after ``moment`` (the last
-    state within ``timeout``, for the failure to show, if that never happens)."""
-    dpids = [sw.dpid for sw in net.spec.switches]
+def _read_after(net: Network, moment: float, dpids: list[int],
+                timeout: float = READ_TIMEOUT_S) -> tuple[dict[str, Any], bool]:
+    """The app's state once every switch of ``dpids`` had its entries read after
+    ``moment``, and whether that happened (else the last state within ``timeout``, for
+    the failure to show)."""
     deadline = time.time() + timeout
     state: dict[str, Any] = net.state() or {}
-    while time.time() < deadline and not read_after(state, "arppath", moment, dpids):
+    while not (fresh := read_after(state, "arppath", moment, dpids)) and time.time() < deadline:
         time.sleep(0.2)
         state = net.state() or {}
-    return state
+    return state, fresh
 
 
 def _ping_lost(net: Network, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -56,8 +56,7 @@ def _ping_lost(net: Network, pairs: list[tuple[str, str]]) -> list[tuple[str, st
 def paths_learned(net: Network, spec: TopologySpec) -> tuple[dict[str, Any], list[str]]:
     pairs = _pairs(spec, PAIRS)
     lost = _ping_lost(net, pairs)
-    pinged = time.time()
-    state = _read_after(net, pinged)
+    state, fresh = _read_after(net, time.time(), [sw.dpid for sw in spec.switches])
     section = state.get("arppath", {})
     learned = from_state(section)
     view = NetworkView.from_topology(spec)
@@ -75,7 +74,7 @@ def paths_learned(net: Network, spec: TopologySpec) -> tuple[dict[str, Any], lis
     failures = []
     if lost:
         failures.append(f"arppath: pings lost between {lost}")
-    if not read_after(state, "arppath", pinged, [sw.dpid for sw in net.spec.switches]):
+    if not fresh:
         failures.append(f"arppath: the app did not read every switch's entries within "
                         f"{READ_TIMEOUT_S:g} s of the pings (read at: "
                         f"{section.get('polling', {}).get('read_at')})")
