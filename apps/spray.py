@@ -18,11 +18,14 @@ from ryu.ofproto import ofproto_v1_3 as ofp
 
 from dcnlab.controller.compiler import SELECT_GROUPS
 from dcnlab.controller.fabric_app import FabricApp
+from dcnlab.model.balancers import check_balancer
 from dcnlab.model.runtime import ENV_SELECT_MODE
 
 SWITCH_EXT_EXPERIMENTER = 0x00DC0001
 EXP_SET_SELECT_MODE = 1
+EXP_SET_GROUP_BALANCER = 5
 SELECT_MODES = {"hash": 1, "rr": 2, "random": 3}
+MAX_BALANCER_SPEC = 255
 
 
 def select_mode_message(dp: Any, mode: str, group_id: int = ofp.OFPG_ALL) -> Any:
@@ -30,6 +33,28 @@ def select_mode_message(dp: Any, mode: str, group_id: int = ofp.OFPG_ALL) -> Any
     body = struct.pack("!IB3x", group_id, SELECT_MODES[mode])
     return dp.ofproto_parser.OFPExperimenter(dp, SWITCH_EXT_EXPERIMENTER, EXP_SET_SELECT_MODE,
                                              body)
+
+
+def group_balancer_body(spec: str, group_id: int = ofp.OFPG_ALL) -> bytes:
+    """switch_ext's SET_GROUP_BALANCER body: ``uint32 group_id; uint16 spec_len; uint8
+    pad[2]; char spec[spec_len]``, zero-padded to a multiple of 8 bytes.  ``spec`` is a
+    load balancer ``NAME[/KEY=VALUE]...`` (checked against dcnlab/model/balancers.py);
+    "" gives the group back the switch default (for OFPG_ALL: the one it started with)."""
+    if spec:
+        check_balancer(spec)
+    if not 0 <= group_id <= 0xFFFFFFFF:
+        raise ValueError(f"group {group_id}: not a 32-bit OpenFlow group id")
+    data = spec.encode("ascii")
+    if len(data) > MAX_BALANCER_SPEC:
+        raise ValueError(f"balancer spec of {len(data)} bytes: at most {MAX_BALANCER_SPEC}")
+    body = struct.pack("!IH2x", group_id, len(data)) + data
+    return body + bytes(-len(body) % 8)
+
+
+def group_balancer_message(dp: Any, spec: str, group_id: int = ofp.OFPG_ALL) -> Any:
+    """switch_ext's "set group load balancer" (OFPG_ALL = the switch-wide default)."""
+    return dp.ofproto_parser.OFPExperimenter(dp, SWITCH_EXT_EXPERIMENTER, EXP_SET_GROUP_BALANCER,
+                                             group_balancer_body(spec, group_id))
 
 
 class Spray(FabricApp):

@@ -45,7 +45,8 @@ spec's ``buffer=``/``ecn=`` on those ports; like them, it needs a link rate.
 Switch options (``Network(switch_options={...})``, all optional):
 
 ==================  ======================================================================
-``select_mode``     ``hash`` (default), ``rr`` or ``random``: default select-group mode
+``select_mode``     load balancer of select groups, ``NAME[/KEY=VALUE]...``: ``hash``
+                    (default), ``rr``, ``random`` (dcnlab/model/balancers.py)
 ``fail_mode``       ``secure`` (default) or ``standalone`` (MAC learning without controller)
 ``seed``            int: seeds ``random`` selection and jitter; switch N gets seed + dpid
 ``stats_interval_ms``  stats file interval (default 100)
@@ -88,6 +89,8 @@ from typing import Any, ClassVar
 
 from mininet.node import Switch
 
+from dcnlab.model.balancers import check_balancer
+
 from .shell import lines
 from .spec import LinkParams, TopologySpec
 from .switches import SwitchContext, SwitchKindError, bind, register_switch_kind
@@ -107,7 +110,6 @@ PORT_OFFLOADS = "tx off tso off gso off"
 HOST_HTB_HANDLE = "5:"  # the handle Mininet's TCIntf uses, so `tc` output looks familiar
 START_TIMEOUT = 10.0  # seconds for a switch to write its first stats line
 STOP_TIMEOUT = 5.0
-SELECT_MODES = ("hash", "rr", "random")
 FAIL_MODES = ("secure", "standalone")
 
 
@@ -178,8 +180,10 @@ class ExtOptions:
         def bad(key: str, value: object, want: str) -> SwitchKindError:
             return SwitchKindError(f"switch option {key}={value!r}: expected {want}")
 
-        if self.select_mode not in SELECT_MODES:
-            raise bad("select_mode", self.select_mode, " or ".join(SELECT_MODES))
+        try:
+            check_balancer(self.select_mode)
+        except (ValueError, TypeError) as e:
+            raise SwitchKindError(f"switch option select_mode={self.select_mode!r}: {e}") from None
         if self.fail_mode not in FAIL_MODES:
             raise bad("fail_mode", self.fail_mode, " or ".join(FAIL_MODES))
         for key in ("seed", "batch", "tables", "max_flows"):

@@ -35,10 +35,10 @@ re-exported here, so ``from dcnlab.topo.spec import TopologySpec`` keeps working
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import replace
 
+from dcnlab.model.named_spec import check_named
 from dcnlab.model.topology import (
     DEFAULT_EGRESS_QDISC,
     EXTERNAL_TIER,
@@ -81,30 +81,19 @@ VALID_FORMS = (
         for direction, names in QDISCS.items() for name, keys in names.items()),
 )
 
-# Queue-discipline options: "NAME[/KEY=VALUE]...", passed verbatim to the switch.  Only
-# characters that survive the spec grammar (no ",") and a shell without quoting.
+# Queue-discipline options: "NAME[/KEY=VALUE]..." (dcnlab/model/named_spec.py), passed
+# verbatim to the switch.
 QDISC_SCOPES = ("host", "fabric")
-_QDISC_RE = re.compile(r"[a-z][a-z0-9_-]*(/[a-z][a-z0-9_]*=[A-Za-z0-9._:+%-]+)*")
 
 
 def check_qdisc(direction: str, text: str) -> str:
     """``text`` if it is ``NAME[/KEY=VALUE]...`` naming a ``direction`` discipline of
     :data:`QDISCS` with keys it accepts, else ValueError saying what is wrong."""
-    if not _QDISC_RE.fullmatch(text):
-        raise ValueError("expected NAME[/KEY=VALUE]..., e.g. droptail/buffer=100p/ecn=20p "
-                         "(lower-case name and keys; values of letters, digits and ._:+%-)")
-    name, *options = text.split("/")
-    known = QDISCS[direction]
-    if name not in known:
-        elsewhere = [d for d, names in QDISCS.items() if name in names]
-        hint = f"; {name} is an {elsewhere[0]} discipline" if elsewhere else ""
-        raise ValueError(f"unknown {direction} discipline {name!r}; known: "
-                         f"{', '.join(known) or 'none'}{hint}")
-    for option in options:
-        key = option.partition("=")[0]
-        if key not in known[name]:
-            raise ValueError(f"{direction} discipline {name!r} has no option {key!r}; "
-                             f"known: {', '.join(known[name]) or 'none'}")
+    name = text.partition("/")[0]
+    elsewhere = [d for d, names in QDISCS.items() if name in names and d != direction]
+    hint = f"; {name} is an {elsewhere[0]} discipline" if elsewhere else ""
+    check_named(text, QDISCS[direction], f"{direction} discipline",
+                "droptail/buffer=100p/ecn=20p", hint)
     return text
 
 

@@ -5,9 +5,11 @@ use std::collections::HashSet;
 use std::net::{SocketAddr, ToSocketAddrs};
 
 use crate::datapath::FailMode;
-use crate::group::SelectMode;
+use crate::lb;
 use crate::linkem::LinkParams;
 use crate::qdisc::{self, QdiscSpec};
+use crate::spec::NamedSpec;
+use crate::units::{parse_duration_ns, parse_rate};
 
 pub const USAGE: &str = "\
 dcnlab-switch: OpenFlow 1.3 software switch (dcnlab switch_ext)
@@ -43,7 +45,11 @@ REQUIRED:
 OPTIONS:
   --dpid N                 datapath id, decimal or 0x-hex (default: digits of --name)
   --controller tcp:H:P     controller address (default: none, run without controller)
-  --select-mode M          select-group mode: hash (default), rr, random
+  --select-mode NAME[/KEY=VALUE]...
+                           load balancer of select groups (default hash): hash (ECMP,
+                           per flow), rr (per-packet weighted round-robin), random
+                           (per-packet spraying); any group may get its own through
+                           the dcnlab experimenter message
   --fail-mode M            on controller loss: secure (default, keep flows) or
                            standalone (MAC-learning switch while disconnected)
   --tables N               number of flow tables, 1..254 (default 16)
@@ -76,7 +82,8 @@ pub struct Config {
     pub dpid: u64,
     pub controller: Option<SocketAddr>,
     pub ports: Vec<PortSpec>,
-    pub select_mode: SelectMode,
+    /// The switch's load balancer (checked: it builds).
+    pub select_mode: NamedSpec,
     pub fail_mode: FailMode,
     pub n_tables: u8,
     pub stats_file: Option<String>,
@@ -108,68 +115,6 @@ fn num(s: &str, what: &str) -> Result<u64, String> {
         s.parse::<u64>()
     };
     r.map_err(|_| format!("{what}: '{s}' is not a number"))
-}
-
-/// Splits "12.5M" into (12.5, "M").
-fn split_unit(s: &str) -> Option<(f64, &str)> {
-    let i = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let v: f64 = s[..i].parse().ok()?;
-    Some((v, &s[i..]))
-}
-
-pub fn parse_rate(s: &str) -> Result<u64, String> {
-    let err = || format!("rate '{s}': expected e.g. 10M, 500k, 1G, 1000000 (bit/s)");
-    let (v, u) = split_unit(s).ok_or_else(err)?;
-    let u = u.trim_end_matches("bit").trim_end_matches("bps").trim_end_matches("bit/s");
-    let mult = match u {
-        "" => 1.0,
-        "k" | "K" => 1e3,
-        "m" | "M" => 1e6,
-        "g" | "G" => 1e9,
-        _ => return Err(err()),
-    };
-    let r = (v * mult).round();
-    if !(1.0..=1e12).contains(&r) {
-        return Err(format!("rate '{s}' out of range (1 bit/s .. 1 Tbit/s)"));
-    }
-    Ok(r as u64)
-}
-
-pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
-    let err = || format!("duration '{s}': expected e.g. 5ms, 250us, 1s, 100ns, 0");
-    let (v, u) = split_unit(s).ok_or_else(err)?;
-    let mult = match u {
-        "" if v == 0.0 => 0.0,
-        "ns" => 1.0,
-        "us" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        _ => return Err(err()),
-    };
-    let ns = v * mult;
-    if ns > 60e9 {
-        return Err(format!("duration '{s}' too long (max 60s)"));
-    }
-    Ok(ns.round() as u64)
-}
-
-/// Parses a size: "20p" -> (Some(20), None); "30000b"/"30kb"/"64KiB" -> (None, Some(bytes)).
-pub fn parse_size(s: &str) -> Result<(Option<usize>, Option<usize>), String> {
-    let err = || format!("size '{s}': expected packets like 20p or bytes like 30000b, 30kb, 64KiB");
-    let (v, u) = split_unit(s).ok_or_else(err)?;
-    if v.fract() != 0.0 && matches!(u, "p" | "pkt" | "pkts" | "b" | "B") {
-        return Err(err());
-    }
-    let r = match u {
-        "p" | "pkt" | "pkts" => (Some(v as usize), None),
-        "b" | "B" => (None, Some(v as usize)),
-        "kb" | "KB" | "k" | "K" => (None, Some((v * 1e3) as usize)),
-        "KiB" | "kib" => (None, Some((v * 1024.0) as usize)),
-        "MB" | "mb" => (None, Some((v * 1e6) as usize)),
-        "MiB" => (None, Some((v * 1048576.0) as usize)),
-        _ => return Err(err()),
-    };
-    Ok(r)
 }
 
 pub fn parse_port(s: &str) -> Result<PortSpec, String> {
@@ -290,7 +235,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
     let mut dpid = None;
     let mut controller = None;
     let mut ports = Vec::new();
-    let mut select_mode = SelectMode::Hash;
+    let mut select_mode = NamedSpec::named(lb::names()[0]);
     let mut fail_mode = FailMode::Secure;
     // 16: TCP-Path with ARP-Path as its default forwarding uses 15 (tables 0..14)
     let mut n_tables = 16u8;
@@ -338,8 +283,9 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
             "--port" => ports.push(parse_port(&val()?)?),
             "--select-mode" => {
                 let v = val()?;
-                select_mode = SelectMode::parse(&v)
-                    .ok_or_else(|| format!("--select-mode '{v}': expected hash, rr or random"))?
+                let spec = NamedSpec::parse(&v).map_err(|e| format!("--select-mode {e}"))?;
+                lb::build(&spec).map_err(|e| format!("--select-mode '{v}': {e}"))?;
+                select_mode = spec
             }
             "--fail-mode" => {
                 fail_mode = match val()?.as_str() {
@@ -446,7 +392,7 @@ mod tests {
             _ => panic!(),
         };
         assert_eq!(c.dpid, 1);
-        assert_eq!(c.select_mode, SelectMode::Random);
+        assert_eq!(c.select_mode.to_string(), "random");
         let l = &c.ports[1].link;
         assert_eq!(l.rate_bps, Some(10_000_000));
         assert_eq!(l.delay_ns, 5_000_000);
@@ -467,18 +413,6 @@ mod tests {
             let Err(e) = parse_args(&args(bad)) else { panic!("{bad} accepted") };
             assert!(e.contains("--bench-lookup"), "{bad}: {e}");
         }
-    }
-
-    #[test]
-    fn units() {
-        assert_eq!(parse_rate("1.5G").unwrap(), 1_500_000_000);
-        assert_eq!(parse_rate("500kbit").unwrap(), 500_000);
-        assert_eq!(parse_duration_ns("250us").unwrap(), 250_000);
-        assert_eq!(parse_duration_ns("0").unwrap(), 0);
-        assert_eq!(parse_size("64KiB").unwrap(), (None, Some(65536)));
-        assert_eq!(parse_size("20p").unwrap(), (Some(20), None));
-        assert!(parse_rate("fast").is_err());
-        assert!(parse_duration_ns("5").is_err());
     }
 
     #[test]
@@ -536,7 +470,13 @@ mod tests {
             e("--name s1 --port 1=a,rate=1M,buffer=20p,buffer=30p").contains("given twice in the same unit")
         );
         assert!(e("--name s1 --port 1=a,rate=1M,buffer=0p").contains("at least 1"));
-        assert!(e("--name s1 --port 1=a --select-mode spray").contains("hash, rr or random"));
+        assert!(e("--name s1 --port 1=a --select-mode spray").contains(
+            "--select-mode 'spray': unknown load balancer 'spray' (known: hash, rr, random, letflow, drill)"
+        ));
+        assert!(
+            e("--name s1 --port 1=a --select-mode rr/k=1").contains("load balancer 'rr': unknown option 'k'")
+        );
+        assert!(e("--name s1 --port 1=a --select-mode RR").contains("--select-mode 'RR': expected NAME"));
         assert!(e("--name s1 --port 1=a --controller 127.0.0.1:6653").contains("tcp:"));
         assert!(e("--name s1 --port 1=a --bogus").contains("unknown argument"));
     }

@@ -12,10 +12,14 @@ use std::rc::Rc;
 
 use crate::flow::{instruction_rank, oxm_field, FlowTable, MField, MatchSpec, Removed, Selector};
 use crate::group::{GroupTable, Rng, SelectMode};
+use crate::lb::{self, PortLoad, PortLoads};
 use crate::nx;
 use crate::ofp::codec::*;
 use crate::ofp::consts::*;
+use crate::ofp::dcnlab::{self as dcx, DcnlabRequest};
 use crate::packet::{self, Field, Key};
+use crate::qdisc::QueueLen;
+use crate::spec::NamedSpec;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -35,6 +39,8 @@ pub struct DpConfig {
     pub name: String,
     pub dpid: u64,
     pub n_tables: u8,
+    /// The select mode the datapath starts with; [`Datapath::set_switch_balancer`]
+    /// replaces it with any registered balancer (the command line's `--select-mode`).
     pub select_mode: SelectMode,
     pub fail_mode: FailMode,
     pub seed: u64,
@@ -62,6 +68,11 @@ pub struct DpPort {
     pub link_up: bool,
     pub counters: PortCounters,
     pub created_ns: u64,
+    /// Its egress buffer as the port queues last left it, and the rate of what they
+    /// admitted ([`crate::ports::Ports`] keeps both): what a congestion-aware balancer
+    /// reads.
+    pub egress_queue: QueueLen,
+    pub tx_meter: lb::RateMeter,
 }
 
 impl DpPort {
@@ -221,7 +232,10 @@ pub struct Datapath {
     pub ctrl: Vec<Msg>,
     /// Is a controller connected (handshake done)? Decides packet-in vs. standalone.
     pub connected: bool,
-    pub default_select: SelectMode,
+    /// The balancer select groups without one of their own use (experimenter message,
+    /// `OFPG_ALL`), and the one the switch was started with, which mode 0 restores.
+    pub default_balancer: NamedSpec,
+    switch_balancer: NamedSpec,
     config_flags: u16,
     miss_send_len: u16,
     async_masks: [u32; 6],
@@ -252,32 +266,6 @@ pub struct IngressControl {
     pub raw: Vec<u8>,
 }
 
-/// Decodes the SET_PORT_ABQ body (12 bytes, big-endian: `uint32 port_no; uint8 enable;
-/// uint8 mode; uint8 k_unit; uint8 pad; uint32 k`) into a port and `abq` options.
-pub fn decode_set_port_abq(data: &[u8]) -> Result<(u32, Vec<(String, String)>), OfpErr> {
-    if data.len() != 12 {
-        return Err(brc(OFPBRC_BAD_LEN));
-    }
-    let port_no = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
-    let (enable, mode, unit) = (data[4], data[5], data[6]);
-    let k = u32::from_be_bytes([data[8], data[9], data[10], data[11]]);
-    if enable > 1 || mode > 2 || unit > 2 || data[7] != 0 || (unit != 0 && k == 0) {
-        return Err(brc(OFPBRC_EPERM));
-    }
-    let mut o = vec![("enable".to_string(), enable.to_string())];
-    match mode {
-        1 => o.push(("mode".into(), "ece".into())),
-        2 => o.push(("mode".into(), "window".into())),
-        _ => {}
-    }
-    match unit {
-        1 => o.push(("k".into(), format!("{k}p"))),
-        2 => o.push(("k".into(), format!("{k}b"))),
-        _ => {}
-    }
-    Ok((port_no, o))
-}
-
 fn fmf(code: u16) -> OfpErr {
     OfpErr::new(OFPET_FLOW_MOD_FAILED, code)
 }
@@ -291,6 +279,25 @@ fn brc(code: u16) -> OfpErr {
     OfpErr::new(OFPET_BAD_REQUEST, code)
 }
 
+/// A port's line rate from its description (`curr_speed`, kbit/s; 0: unknown).
+fn line_rate_bps(desc: &PortDesc) -> Option<u64> {
+    (desc.curr_speed > 0).then(|| desc.curr_speed as u64 * 1000)
+}
+
+/// The datapath's ports as a balancer reads them.
+struct PortView<'a>(&'a BTreeMap<u32, DpPort>);
+
+impl PortLoads for PortView<'_> {
+    fn load(&self, port: u32, now_ns: u64) -> Option<PortLoad> {
+        let p = self.0.get(&port)?;
+        Some(PortLoad {
+            queue: p.egress_queue,
+            bytes_per_s: p.tx_meter.bytes_per_s(now_ns),
+            line_rate_bps: line_rate_bps(&p.desc),
+        })
+    }
+}
+
 fn secs(ns: u64) -> (u32, u32) {
     ((ns / 1_000_000_000) as u32, (ns % 1_000_000_000) as u32)
 }
@@ -299,7 +306,8 @@ impl Datapath {
     pub fn new(cfg: DpConfig) -> Datapath {
         let n = cfg.n_tables as usize;
         Datapath {
-            default_select: cfg.select_mode,
+            default_balancer: cfg.select_mode.spec(),
+            switch_balancer: cfg.select_mode.spec(),
             rng: Rng::new(cfg.seed),
             cfg,
             ports: BTreeMap::new(),
@@ -324,9 +332,17 @@ impl Datapath {
     }
 
     pub fn add_port(&mut self, desc: PortDesc, link_up: bool, now_ns: u64) {
+        let tx_meter = lb::RateMeter::for_rate(line_rate_bps(&desc));
         self.ports.insert(
             desc.port_no,
-            DpPort { desc, link_up, counters: PortCounters::default(), created_ns: now_ns },
+            DpPort {
+                desc,
+                link_up,
+                counters: PortCounters::default(),
+                created_ns: now_ns,
+                egress_queue: QueueLen::default(),
+                tx_meter,
+            },
         );
     }
 
@@ -355,8 +371,9 @@ impl Datapath {
 
     pub fn sw_desc(&self) -> String {
         format!(
-            "dcnlab-switch {VERSION}; select=hash,rr,random; default={}; experimenter=0x{:08x}; nx={}",
-            self.default_select.name(),
+            "dcnlab-switch {VERSION}; select={}; default={}; experimenter=0x{:08x}; nx={}",
+            lb::names().join(","),
+            self.default_balancer,
             DCNLAB_EXPERIMENTER_ID,
             NX_SUBSET
         )
@@ -492,49 +509,34 @@ impl Datapath {
         if experimenter != DCNLAB_EXPERIMENTER_ID {
             return Err(brc(OFPBRC_BAD_EXPERIMENTER));
         }
-        match exp_type {
-            DCNLAB_SET_GROUP_SELECT_MODE => {
-                if data.len() != 8 {
-                    return Err(brc(OFPBRC_BAD_LEN));
-                }
-                let group_id = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
-                let mode = SelectMode::from_wire(data[4]).ok_or(brc(OFPBRC_EPERM))?;
-                if group_id == OFPG_ALL {
-                    self.default_select = mode.unwrap_or(self.cfg.select_mode);
-                } else if group_id > OFPG_MAX {
-                    return Err(OfpErr::new(OFPET_GROUP_MOD_FAILED, OFPGMFC_INVALID_GROUP));
-                } else {
-                    match mode {
-                        Some(m) => self.groups.mode_override.insert(group_id, m),
-                        None => self.groups.mode_override.remove(&group_id),
-                    };
-                }
+        match dcx::decode(exp_type, data)? {
+            DcnlabRequest::SetGroupSelectMode { group_id, mode } => {
+                let mode = SelectMode::from_wire(mode).ok_or(brc(OFPBRC_EPERM))?;
+                self.set_group_balancer(group_id, mode.map(SelectMode::spec))
+            }
+            DcnlabRequest::GetGroupSelectMode { group_id } => {
+                let spec = self.group_balancer(group_id);
+                let mode = SelectMode::of_spec(spec).map_or(dcx::SELECT_MODE_OTHER, SelectMode::wire);
+                self.reply(xid, dcx::select_mode_reply(group_id, mode));
                 Ok(())
             }
-            DCNLAB_GET_GROUP_SELECT_MODE => {
-                if data.len() != 8 {
-                    return Err(brc(OFPBRC_BAD_LEN));
-                }
-                let group_id = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
-                let mode = if group_id == OFPG_ALL {
-                    self.default_select
+            DcnlabRequest::SetGroupBalancer { group_id, spec } => {
+                let spec = if spec.is_empty() {
+                    None
                 } else {
-                    self.groups.mode_for(group_id, self.default_select)
+                    let s = NamedSpec::parse(&spec).map_err(|_| brc(OFPBRC_EPERM))?;
+                    // Refused here, with the request echoed, rather than on the first packet.
+                    lb::build(&s).map_err(|_| brc(OFPBRC_EPERM))?;
+                    Some(s)
                 };
-                let mut d = group_id.to_be_bytes().to_vec();
-                d.extend_from_slice(&[mode.wire(), 0, 0, 0]);
-                self.reply(
-                    xid,
-                    Body::Experimenter {
-                        experimenter: DCNLAB_EXPERIMENTER_ID,
-                        exp_type: DCNLAB_GROUP_SELECT_MODE_REPLY,
-                        data: d,
-                    },
-                );
+                self.set_group_balancer(group_id, spec)
+            }
+            DcnlabRequest::GetGroupBalancer { group_id } => {
+                let spec = self.group_balancer(group_id).to_string();
+                self.reply(xid, dcx::balancer_reply(group_id, &spec));
                 Ok(())
             }
-            DCNLAB_SET_PORT_ABQ => {
-                let (port_no, options) = decode_set_port_abq(data)?;
+            DcnlabRequest::SetPortAbq { port_no, options } => {
                 if port_no != OFPP_ALL && !self.ports.contains_key(&port_no) {
                     return Err(OfpErr::new(OFPET_PORT_MOD_FAILED, OFPPMFC_BAD_PORT));
                 }
@@ -547,8 +549,40 @@ impl Datapath {
                 });
                 Ok(())
             }
-            _ => Err(brc(OFPBRC_BAD_EXP_TYPE)),
         }
+    }
+
+    /// Sets group `group_id`'s balancer (`OFPG_ALL`: the switch default); `None` restores
+    /// the switch default (for `OFPG_ALL`: the one it was started with).
+    fn set_group_balancer(&mut self, group_id: u32, spec: Option<NamedSpec>) -> Result<(), OfpErr> {
+        if group_id == OFPG_ALL {
+            self.default_balancer = spec.unwrap_or_else(|| self.switch_balancer.clone());
+            self.groups.default_changed();
+        } else if group_id > OFPG_MAX {
+            return Err(OfpErr::new(OFPET_GROUP_MOD_FAILED, OFPGMFC_INVALID_GROUP));
+        } else {
+            self.groups.set_override(group_id, spec);
+        }
+        Ok(())
+    }
+
+    /// The balancer group `group_id` uses (`OFPG_ALL`: the switch default).
+    fn group_balancer(&self, group_id: u32) -> &NamedSpec {
+        if group_id == OFPG_ALL {
+            &self.default_balancer
+        } else {
+            self.groups.balancer_for(group_id, &self.default_balancer)
+        }
+    }
+
+    /// Makes `spec` the switch's balancer (default and what mode 0 restores). The error
+    /// names the balancer or option it refused.
+    pub fn set_switch_balancer(&mut self, spec: NamedSpec) -> Result<(), String> {
+        lb::build(&spec)?;
+        self.switch_balancer = spec.clone();
+        self.default_balancer = spec;
+        self.groups.default_changed();
+        Ok(())
     }
 
     fn valid_port_ref(&self, port: u32, packet_out: bool) -> bool {
@@ -1396,10 +1430,20 @@ impl Datapath {
             OFPGT_FF => buckets.iter().position(|b| self.bucket_live(b, depth)).into_iter().collect(),
             _ => {
                 let live: Vec<bool> = buckets.iter().map(|b| self.bucket_live(b, depth)).collect();
-                let mode = self.groups.mode_for(gid, self.default_select);
-                let hash = if mode == SelectMode::Hash { pkt.key.flow_hash() } else { 0 };
-                let g = self.groups.groups.get_mut(&gid).expect("present");
-                g.select(&live, mode, hash, &mut self.rng).into_iter().collect()
+                let key = &pkt.key;
+                let ports = PortView(&self.ports);
+                self.groups
+                    .select(
+                        gid,
+                        &live,
+                        &self.default_balancer,
+                        || key.flow_hash(),
+                        now_ns,
+                        &ports,
+                        &mut self.rng,
+                    )
+                    .into_iter()
+                    .collect()
             }
         };
         if let Some(g) = self.groups.groups.get_mut(&gid) {

@@ -1,10 +1,11 @@
-//! Group table and bucket selection.
+//! Group table, the built-in select modes, and the seeded RNG.
 //!
-//! Select groups choose a bucket by one of three modes, per switch (`--select-mode`) or
-//! per group (dcnlab experimenter message):
+//! A select group's bucket is chosen by a load balancer ([`crate::lb`]), per switch
+//! (`--select-mode`) or per group (dcnlab experimenter message). The three built in since
+//! the first release keep their one-byte codes in the SET/GET_GROUP_SELECT_MODE message
+//! ([`SelectMode`]):
 //! - `hash`: 5-tuple hash, weighted (ECMP; one flow stays on one path),
-//! - `rr`: per-packet smooth weighted round-robin over live buckets (nginx's algorithm:
-//!   weights 3:1 give A A B A, interleaved rather than bursty),
+//! - `rr`: per-packet smooth weighted round-robin over live buckets,
 //! - `random`: per-packet random choice, probability proportional to weight (RPS).
 //!
 //! A bucket is live when its watch port is up (and its watch group live); select groups
@@ -13,8 +14,10 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use crate::ofp::codec::{Bucket, GroupMod, OfpErr};
+use crate::lb::{self, Balancer, Candidate, Pick, PortLoads};
+use crate::ofp::codec::{Action, Bucket, GroupMod, OfpErr};
 use crate::ofp::consts::*;
+use crate::spec::NamedSpec;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SelectMode {
@@ -56,6 +59,18 @@ impl SelectMode {
             _ => None,
         }
     }
+    /// The load balancer this mode names.
+    pub fn spec(self) -> NamedSpec {
+        NamedSpec::named(self.name())
+    }
+    /// The mode a balancer spec is, if it is one of these without options.
+    pub fn of_spec(spec: &NamedSpec) -> Option<SelectMode> {
+        if spec.options.is_empty() {
+            SelectMode::parse(&spec.name)
+        } else {
+            None
+        }
+    }
 }
 
 /// xorshift64* — fast, seedable, good enough for spraying and jitter.
@@ -89,7 +104,7 @@ impl Rng {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Group {
     pub group_id: u32,
     pub group_type: u8,
@@ -98,55 +113,66 @@ pub struct Group {
     pub byte_count: u64,
     pub bucket_counts: Vec<(u64, u64)>,
     pub created_ns: u64,
-    /// Smooth weighted round-robin state, one per bucket.
-    rr_current: Vec<i64>,
+    /// The physical port each bucket's first output action sends to.
+    bucket_ports: Vec<Option<u32>>,
+    /// A select group's balancer, built on its first packet from the spec then in force;
+    /// `None` again when that spec changes (see [`GroupTable`]).
+    balancer: Option<Box<dyn Balancer>>,
+}
+
+/// The port a bucket outputs to first, if it is a physical one.
+fn first_output_port(b: &Bucket) -> Option<u32> {
+    b.actions.iter().find_map(|a| match a {
+        Action::Output { port, .. } if *port <= OFPP_MAX => Some(*port),
+        _ => None,
+    })
 }
 
 impl Group {
-    /// Picks the bucket for a select group. `live[i]` says whether bucket i is usable.
-    pub fn select(&mut self, live: &[bool], mode: SelectMode, hash: u64, rng: &mut Rng) -> Option<usize> {
+    /// Picks the bucket for a select group with the balancer `spec` names (`spec` must
+    /// have been checked with [`lb::build`]; should it fail anyway, the group hashes).
+    /// `live[i]` says whether bucket i is usable; `flow_hash` is called only when the
+    /// balancer reads the hash. None when no bucket is live with positive weight.
+    pub fn select(
+        &mut self,
+        live: &[bool],
+        spec: &NamedSpec,
+        flow_hash: impl FnOnce() -> u64,
+        now_ns: u64,
+        ports: &dyn PortLoads,
+        rng: &mut Rng,
+    ) -> Option<usize> {
         let any_weight = self.buckets.iter().zip(live).any(|(b, &l)| l && b.weight > 0);
         // All-zero weights would select nothing; treat them as equal instead of dropping.
-        let w = |b: &Bucket| if any_weight { b.weight as u64 } else { 1 };
-        let total: u64 = self.buckets.iter().zip(live).filter(|(_, &l)| l).map(|(b, _)| w(b)).sum();
-        if total == 0 {
+        let candidates: Vec<Candidate> = self
+            .buckets
+            .iter()
+            .zip(live)
+            .enumerate()
+            .filter(|(_, (b, &l))| l && (b.weight > 0 || !any_weight))
+            .map(|(i, (b, _))| Candidate {
+                bucket: i,
+                weight: if any_weight { b.weight as u64 } else { 1 },
+                port: self.bucket_ports.get(i).copied().flatten(),
+            })
+            .collect();
+        if candidates.is_empty() {
             return None;
         }
-        let pick_cumulative = |target: u64| {
-            let mut acc = 0;
-            for (i, b) in self.buckets.iter().enumerate() {
-                if !live[i] {
-                    continue;
-                }
-                acc += w(b);
-                if target < acc {
-                    return Some(i);
-                }
-            }
-            None
+        let balancer = self.balancer.get_or_insert_with(|| {
+            lb::build(spec).unwrap_or_else(|_| Box::new(lb::hash::Hash) as Box<dyn Balancer>)
+        });
+        let mut pick = Pick {
+            now_ns,
+            flow_hash: if balancer.needs_flow_hash() { flow_hash() } else { 0 },
+            total_weight: candidates.iter().map(|c| c.weight).sum(),
+            candidates: &candidates,
+            n_buckets: self.buckets.len(),
+            ports,
+            rng,
         };
-        match mode {
-            SelectMode::Hash => pick_cumulative(hash % total),
-            SelectMode::Random => pick_cumulative(rng.below(total)),
-            SelectMode::Rr => {
-                if self.rr_current.len() != self.buckets.len() {
-                    self.rr_current = vec![0; self.buckets.len()];
-                }
-                let mut best: Option<usize> = None;
-                for (i, b) in self.buckets.iter().enumerate() {
-                    if !live[i] || w(b) == 0 {
-                        continue;
-                    }
-                    self.rr_current[i] += w(b) as i64;
-                    if best.is_none_or(|j| self.rr_current[i] > self.rr_current[j]) {
-                        best = Some(i);
-                    }
-                }
-                let j = best?;
-                self.rr_current[j] -= total as i64;
-                Some(j)
-            }
-        }
+        let i = balancer.choose(&mut pick);
+        candidates.get(i).map(|c| c.bucket)
     }
 
     pub fn count(&mut self, bucket: Option<usize>, bytes: usize) {
@@ -161,12 +187,15 @@ impl Group {
     }
 }
 
+/// A group's balancer counters for the stats file: `(group_id, kind, counters)`.
+pub type BalancerCounters = (u32, &'static str, Vec<(&'static str, u64)>);
+
 #[derive(Debug, Default)]
 pub struct GroupTable {
     pub groups: HashMap<u32, Group>,
-    /// Per-group select mode overrides; kept apart from the groups so an app may set the
-    /// mode before or after adding the group, and it survives group modify.
-    pub mode_override: HashMap<u32, SelectMode>,
+    /// Per-group balancer overrides; kept apart from the groups so an app may set one
+    /// before or after adding the group, and it survives group modify.
+    overrides: HashMap<u32, NamedSpec>,
 }
 
 fn gm(code: u16) -> OfpErr {
@@ -211,7 +240,8 @@ impl GroupTable {
             byte_count: 0,
             bucket_counts: vec![(0, 0); g.buckets.len()],
             created_ns: now_ns,
-            rr_current: vec![0; g.buckets.len()],
+            bucket_ports: g.buckets.iter().map(first_output_port).collect(),
+            balancer: None,
         };
         match g.command {
             OFPGC_ADD => {
@@ -248,18 +278,69 @@ impl GroupTable {
         }
     }
 
-    pub fn mode_for(&self, group_id: u32, default: SelectMode) -> SelectMode {
-        self.mode_override.get(&group_id).copied().unwrap_or(default)
+    /// The balancer group `group_id` uses: its override, else the switch's `default`.
+    pub fn balancer_for<'a>(&'a self, group_id: u32, default: &'a NamedSpec) -> &'a NamedSpec {
+        self.overrides.get(&group_id).unwrap_or(default)
+    }
+
+    /// Sets (`Some`) or clears (`None`: back to the switch default) a group's balancer.
+    /// Its instance is rebuilt on the next packet, so state starts afresh.
+    pub fn set_override(&mut self, group_id: u32, spec: Option<NamedSpec>) {
+        match spec {
+            Some(s) => self.overrides.insert(group_id, s),
+            None => self.overrides.remove(&group_id),
+        };
+        if let Some(g) = self.groups.get_mut(&group_id) {
+            g.balancer = None;
+        }
+    }
+
+    /// The switch default changed: groups that follow it rebuild their balancers.
+    pub fn default_changed(&mut self) {
+        for (id, g) in self.groups.iter_mut() {
+            if !self.overrides.contains_key(id) {
+                g.balancer = None;
+            }
+        }
+    }
+
+    /// Counters of every group whose balancer has any, by group id.
+    pub fn balancer_counters(&self) -> Vec<BalancerCounters> {
+        let mut v: Vec<_> = self
+            .groups
+            .iter()
+            .filter_map(|(&id, g)| g.balancer.as_ref().map(|b| (id, b.kind(), b.counters())))
+            .filter(|(_, _, c)| !c.is_empty())
+            .collect();
+        v.sort_by_key(|&(id, _, _)| id);
+        v
+    }
+
+    /// Picks a bucket of select group `group_id` (see [`Group::select`]) with the balancer
+    /// configured for it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn select(
+        &mut self,
+        group_id: u32,
+        live: &[bool],
+        default: &NamedSpec,
+        flow_hash: impl FnOnce() -> u64,
+        now_ns: u64,
+        ports: &dyn PortLoads,
+        rng: &mut Rng,
+    ) -> Option<usize> {
+        let spec = self.overrides.get(&group_id).unwrap_or(default);
+        self.groups.get_mut(&group_id)?.select(live, spec, flow_hash, now_ns, ports, rng)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ofp::codec::Action;
+    use crate::lb::NoLoads;
 
-    fn group(weights: &[u16]) -> Group {
-        let buckets: Vec<Bucket> = weights
+    fn buckets(weights: &[u16]) -> Vec<Bucket> {
+        weights
             .iter()
             .enumerate()
             .map(|(i, &w)| Bucket {
@@ -268,58 +349,107 @@ mod tests {
                 watch_group: OFPG_ANY,
                 actions: vec![Action::Output { port: i as u32 + 1, max_len: 0 }],
             })
-            .collect();
+            .collect()
+    }
+
+    fn group(weights: &[u16]) -> Group {
+        let buckets = buckets(weights);
         let mut t = GroupTable::default();
         t.apply(&GroupMod { command: OFPGC_ADD, group_type: OFPGT_SELECT, group_id: 1, buckets }, 0).unwrap();
         t.groups.remove(&1).unwrap()
     }
 
-    #[test]
-    fn rr_honours_weights_and_interleaves() {
-        let mut g = group(&[3, 1]);
-        let mut rng = Rng::new(1);
-        let picks: Vec<usize> =
-            (0..8).map(|_| g.select(&[true, true], SelectMode::Rr, 0, &mut rng).unwrap()).collect();
-        assert_eq!(picks.iter().filter(|&&p| p == 0).count(), 6);
-        // Smooth WRR never sends more than weight-many in a row to one bucket per cycle.
-        assert_eq!(&picks[..4], &[0, 0, 1, 0]);
+    fn pick(g: &mut Group, live: &[bool], spec: &str, hash: u64, rng: &mut Rng) -> Option<usize> {
+        g.select(live, &NamedSpec::parse(spec).unwrap(), || hash, 0, &NoLoads, rng)
     }
 
     #[test]
-    fn rr_skips_dead_buckets() {
-        let mut g = group(&[1, 1, 1]);
+    fn no_live_bucket_selects_nothing_and_zero_weights_count_as_equal() {
         let mut rng = Rng::new(1);
-        for _ in 0..10 {
-            assert_ne!(g.select(&[true, false, true], SelectMode::Rr, 0, &mut rng), Some(1));
+        for mode in ["hash", "rr", "random"] {
+            let mut g = group(&[1, 1, 1]);
+            assert_eq!(pick(&mut g, &[false; 3], mode, 5, &mut rng), None, "{mode}");
+            let mut z = group(&[0, 0]);
+            let used: std::collections::HashSet<_> =
+                (0..64u64).map(|h| pick(&mut z, &[true, true], mode, h, &mut rng)).collect();
+            assert_eq!(used.len(), 2, "{mode}: all-zero weights must use both buckets");
+            // A zero-weight bucket among weighted ones is never taken.
+            let mut w = group(&[0, 1]);
+            assert!((0..64u64).all(|h| pick(&mut w, &[true, true], mode, h, &mut rng) == Some(1)), "{mode}");
         }
-        assert_eq!(g.select(&[false, false, false], SelectMode::Rr, 0, &mut rng), None);
     }
 
     #[test]
-    fn random_is_weighted() {
-        let mut g = group(&[1, 3]);
-        let mut rng = Rng::new(7);
-        let n = 40_000;
-        let ones =
-            (0..n).filter(|_| g.select(&[true, true], SelectMode::Random, 0, &mut rng) == Some(1)).count();
-        let frac = ones as f64 / n as f64;
-        assert!((frac - 0.75).abs() < 0.02, "{frac}");
-    }
-
-    #[test]
-    fn hash_is_per_flow() {
-        let mut g = group(&[1, 1, 1, 1]);
+    fn the_flow_hash_is_computed_only_for_balancers_that_read_it() {
         let mut rng = Rng::new(1);
-        for h in [1u64, 99, 12345, u64::MAX] {
-            let a = g.select(&[true; 4], SelectMode::Hash, h, &mut rng);
-            for _ in 0..5 {
-                assert_eq!(g.select(&[true; 4], SelectMode::Hash, h, &mut rng), a);
+        let mut g = group(&[1, 1]);
+        let spec = NamedSpec::named("random");
+        let hashed = std::cell::Cell::new(0);
+        let h = || {
+            hashed.set(hashed.get() + 1);
+            3
+        };
+        g.select(&[true, true], &spec, h, 0, &NoLoads, &mut rng);
+        assert_eq!(hashed.get(), 0);
+        let mut g = group(&[1, 1]);
+        g.select(&[true, true], &NamedSpec::named("hash"), h, 0, &NoLoads, &mut rng);
+        assert_eq!(hashed.get(), 1);
+    }
+
+    #[test]
+    fn an_override_or_a_new_default_restarts_the_groups_balancer() {
+        let mut t = GroupTable::default();
+        let add =
+            GroupMod { command: OFPGC_ADD, group_type: OFPGT_SELECT, group_id: 1, buckets: buckets(&[3, 1]) };
+        t.apply(&add, 0).unwrap();
+        t.apply(&GroupMod { group_id: 2, ..add.clone() }, 0).unwrap();
+        let rr = NamedSpec::named("rr");
+        let mut rng = Rng::new(1);
+        let mut sel =
+            |t: &mut GroupTable, id| t.select(id, &[true, true], &rr, || 0, 0, &NoLoads, &mut rng).unwrap();
+        // Smooth round-robin over 3:1 goes 0 0 1 0; a restarted one begins at 0 0 again.
+        assert_eq!([sel(&mut t, 1), sel(&mut t, 1), sel(&mut t, 1)], [0, 0, 1]);
+        assert_eq!(sel(&mut t, 2), 0);
+        t.set_override(1, Some(NamedSpec::named("rr")));
+        assert_eq!([sel(&mut t, 1), sel(&mut t, 1), sel(&mut t, 1)], [0, 0, 1]);
+        // A new default restarts group 2 (which follows it), not group 1 (overridden).
+        t.default_changed();
+        assert_eq!(sel(&mut t, 1), 0); // 4th of 0 0 1 0
+        assert_eq!([sel(&mut t, 2), sel(&mut t, 2)], [0, 0]);
+        assert_eq!(t.balancer_for(1, &NamedSpec::named("hash")).name, "rr");
+        assert_eq!(t.balancer_for(2, &NamedSpec::named("hash")).name, "hash");
+    }
+
+    #[test]
+    fn the_stats_file_gets_the_counters_of_balancers_that_keep_any() {
+        let mut t = GroupTable::default();
+        let add =
+            GroupMod { command: OFPGC_ADD, group_type: OFPGT_SELECT, group_id: 1, buckets: buckets(&[1, 1]) };
+        t.apply(&add, 0).unwrap();
+        t.apply(&GroupMod { group_id: 2, ..add.clone() }, 0).unwrap();
+        t.set_override(2, Some(NamedSpec::parse("letflow/timeout=1ms").unwrap()));
+        let mut rng = Rng::new(1);
+        let rr = NamedSpec::named("rr");
+        assert_eq!(t.balancer_counters(), vec![], "nothing built yet");
+        for now in [0, 10, 20] {
+            for id in [1, 2] {
+                t.select(id, &[true, true], &rr, || 9, now, &NoLoads, &mut rng).unwrap();
             }
         }
-        // Different flows spread over buckets.
-        let used: std::collections::HashSet<_> =
-            (0..64u64).map(|h| g.select(&[true; 4], SelectMode::Hash, h, &mut rng)).collect();
-        assert_eq!(used.len(), 4);
+        assert_eq!(t.balancer_counters(), vec![(2, "letflow", vec![("flowlets", 1), ("path_changes", 0)])]);
+    }
+
+    #[test]
+    fn candidates_carry_the_buckets_output_ports() {
+        let g = group(&[1, 1]);
+        assert_eq!(g.bucket_ports, vec![Some(1), Some(2)]);
+        let b = Bucket {
+            weight: 1,
+            watch_port: OFPP_ANY,
+            watch_group: OFPG_ANY,
+            actions: vec![Action::Group(3)],
+        };
+        assert_eq!(first_output_port(&b), None);
     }
 
     #[test]

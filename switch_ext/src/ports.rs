@@ -128,21 +128,25 @@ impl Ports {
         for o in std::mem::take(&mut dp.out) {
             let Some(&i) = self.index.get(&o.port) else { continue };
             let p = &mut self.queues[i];
-            if p.egress.params.is_passthrough() {
+            let bytes = o.frame.len();
+            let passthrough = p.egress.params.is_passthrough();
+            let r = if passthrough {
                 p.tx.push(o.frame);
-                continue;
-            }
-            let r = p.egress.enqueue(o.frame, now_ns, &mut self.rng, &mut self.due);
-            if r == Enqueue::Dropped {
-                if let Some(dp) = dp.ports.get_mut(&o.port) {
-                    dp.counters.tx_dropped += 1;
-                }
-            } else if r == Enqueue::Marked {
-                if let Some(dp) = dp.ports.get_mut(&o.port) {
-                    dp.counters.ce_marks += 1;
-                }
-            }
+                Enqueue::Queued
+            } else {
+                p.egress.enqueue(o.frame, now_ns, &mut self.rng, &mut self.due)
+            };
             p.tx.append(&mut self.due);
+            let Some(port) = dp.ports.get_mut(&o.port) else { continue };
+            match r {
+                Enqueue::Dropped => port.counters.tx_dropped += 1,
+                Enqueue::Marked => port.counters.ce_marks += 1,
+                Enqueue::Queued => {}
+            }
+            if r != Enqueue::Dropped {
+                port.tx_meter.add(bytes, now_ns);
+            }
+            port.egress_queue = p.egress.queue();
         }
     }
 
@@ -154,6 +158,9 @@ impl Ports {
             if p.egress.next_deadline().is_some_and(|d| d <= now_ns) {
                 p.egress.advance(now_ns, &mut self.rng, &mut self.due);
                 p.tx.append(&mut self.due);
+                if let Some(port) = dp.ports.get_mut(&p.port_no) {
+                    port.egress_queue = p.egress.queue();
+                }
             }
         }
         // Released frames may queue on other ports and wake their disciplines in turn;
@@ -313,6 +320,31 @@ mod tests {
         ports.route_outputs(&mut dp, 0);
         assert_eq!(sent(&mut ports, 1), vec![(1, 0)]);
         assert_eq!(ports.next_deadline(), None);
+    }
+
+    #[test]
+    fn the_datapath_sees_each_ports_egress_queue_and_admitted_rate() {
+        // 1000-byte frames at 8 Mbit/s: 1 ms each on port 1's egress.
+        let (mut dp, mut ports) = setup(8_000_000, Gate::new(100, 100 * MS, 8));
+        let big = ipv4_udp([10, 0, 0, 2], [10, 0, 0, 1], 3, 4, 0, &[0u8; 958]);
+        for _ in 0..3 {
+            ports.receive(&mut dp, 1, big.clone(), 0);
+        }
+        ports.route_outputs(&mut dp, 0);
+        let q = ports.queues[0].egress.queue();
+        assert_eq!(q.pkts, 3);
+        assert_eq!(dp.ports[&1].egress_queue, q);
+        assert!(dp.ports[&1].tx_meter.bytes_per_s(0) > 0.0);
+        // A departure updates what the datapath sees.
+        ports.service(&mut dp, MS + 1);
+        assert_eq!(dp.ports[&1].egress_queue.pkts, ports.queues[0].egress.queue().pkts);
+        assert!(dp.ports[&1].egress_queue.pkts < 3);
+        // The unshaped port 2 has no queue but a rate.
+        assert_eq!(dp.ports[&2].tx_meter.bytes_per_s(2 * MS), 0.0);
+        ports.receive(&mut dp, 0, pkt(1), 2 * MS);
+        ports.route_outputs(&mut dp, 2 * MS);
+        assert_eq!(dp.ports[&2].egress_queue.pkts, 0);
+        assert!(dp.ports[&2].tx_meter.bytes_per_s(2 * MS) > 0.0);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::cli::Config;
 use crate::conn::{Backoff, Conn, Event, State, WBUF_SOFT_CAP};
 use crate::datapath::{Datapath, DpConfig};
-use crate::group::Rng;
+use crate::group::{Rng, SelectMode};
 use crate::linkem::Egress;
 use crate::ofp::codec::{error_msg, Body, Msg, OfpErr, PortDesc};
 use crate::ofp::consts::*;
@@ -86,10 +86,11 @@ impl Switch {
             name: cfg.name.clone(),
             dpid: cfg.dpid,
             n_tables: cfg.n_tables,
-            select_mode: cfg.select_mode,
+            select_mode: SelectMode::Hash,
             fail_mode: cfg.fail_mode,
             seed,
         });
+        dp.set_switch_balancer(cfg.select_mode.clone())?;
         dp.set_max_flows(cfg.max_flows);
         // Check every interface before opening any socket: a bad option must not leave a
         // port half-configured.
@@ -494,6 +495,15 @@ impl Switch {
                 qout,
                 qin
             ));
+        }
+        s.push_str("],\"balancers\":[");
+        for (i, (group, kind, counters)) in self.dp.groups.balancer_counters().into_iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            let mut c = qdisc::counters_json(kind, &counters);
+            c.insert_str(1, &format!("\"group\":{group},"));
+            s.push_str(&c);
         }
         s.push_str("]}\n");
         s

@@ -557,3 +557,85 @@ fn ingress_discipline_holds_frames_until_its_port_egress_drains() {
     let q = ports.get(1).unwrap().ingress.as_ref().unwrap();
     assert_eq!((q.held(), q.counters()), (QueueLen::default(), vec![("arrivals", 4), ("drops", 1)]));
 }
+
+/// A datapath whose ports 2 and 3 (the select group's buckets) run at `rate_bps`, as the
+/// switch describes them (`curr_speed`), with their egress queues in `Ports`.
+fn balanced_datapath(spec: &str, rate_bps: u64) -> (Datapath, Ports) {
+    let mut dp = dp_with(SelectMode::Hash, FailMode::Secure, 1);
+    let mut ports = Ports::new(Rng::new(1));
+    ports.add(PortQueues::new(1, Egress::new(LinkParams::default(), Box::new(DropTail::default())), None));
+    for p in 2..=3u32 {
+        let desc = PortDesc { port_no: p, curr_speed: (rate_bps / 1000) as u32, ..Default::default() };
+        dp.add_port(desc, true, 0);
+        let link = LinkParams { rate_bps: Some(rate_bps), ..Default::default() };
+        ports.add(PortQueues::new(p, Egress::new(link, Box::new(DropTail::default())), None));
+    }
+    select_group(&mut dp, 1, OFPGT_SELECT, vec![(1, OFPP_ANY, 2), (1, OFPP_ANY, 3)]);
+    add_flow(&mut dp, 0, 10, vec![basic(0, &1u32.to_be_bytes())], apply(vec![Action::Group(1)]));
+    let body = dcnlab_switch::ofp::dcnlab::encode_group_spec(1, spec);
+    let r = send(
+        &mut dp,
+        Body::Experimenter {
+            experimenter: DCNLAB_EXPERIMENTER_ID,
+            exp_type: DCNLAB_SET_GROUP_BALANCER,
+            data: body,
+        },
+    );
+    assert!(r.is_empty(), "{spec}: {r:?}");
+    (dp, ports)
+}
+
+/// Sends `frame` in on port 1 at `now_ns` through the ports, after the departures due
+/// by then (as the event loop's timer would); returns the output port.
+fn through(dp: &mut Datapath, ports: &mut Ports, frame: Vec<u8>, now_ns: u64) -> u32 {
+    ports.service(dp, now_ns);
+    ports.receive(dp, 0, frame, now_ns);
+    let port = dp.out.first().map(|o| o.port).expect("forwarded");
+    ports.route_outputs(dp, now_ns);
+    port
+}
+
+#[test]
+fn drill_follows_the_egress_queues_the_ports_report() {
+    // 1000-byte frames at 8 Mbit/s take 1 ms each. d=2 over two buckets compares both.
+    let (mut dp, mut ports) = balanced_datapath("drill", 8_000_000);
+    let big = || {
+        let mut f = udp(1, 2);
+        f.resize(1000, 0);
+        f
+    };
+    // Build a queue of 5 frames on port 2 on purpose (straight into its egress).
+    for _ in 0..5 {
+        dp.out.push(dcnlab_switch::datapath::Output { port: 2, frame: big(), queue: 0 });
+    }
+    ports.route_outputs(&mut dp, 0);
+    assert_eq!(dp.ports[&2].egress_queue.pkts, 5);
+    // Packets of one flow (no time passes, nothing drains) go to port 3 while it holds
+    // fewer bytes: five of them, until the two queues are even ...
+    let picks: Vec<u32> = (0..5).map(|i| through(&mut dp, &mut ports, big(), i)).collect();
+    assert_eq!(picks, vec![3, 3, 3, 3, 3]);
+    assert_eq!(dp.ports[&2].egress_queue, dp.ports[&3].egress_queue);
+    // ... and at a tie the remembered port keeps the next one.
+    assert_eq!(through(&mut dp, &mut ports, big(), 5), 3);
+    // At 5.5 ms port 2 has sent its 5 frames and port 3 is still on its 6th: port 2 is
+    // the shorter now and takes the next.
+    assert_eq!(through(&mut dp, &mut ports, big(), 5_500_000), 2);
+    assert_eq!(dp.ports[&2].egress_queue.pkts, 1);
+}
+
+#[test]
+fn letflow_keeps_a_flowlet_for_the_timeout_scaled_to_the_ports_rate() {
+    // At 10 Mbit/s the default timeout is 500 ms: packets 100 ms apart are one flowlet.
+    let (mut dp, mut ports) = balanced_datapath("letflow", 10_000_000);
+    const MS: u64 = 1_000_000;
+    let picks: Vec<u32> = (0..50).map(|i| through(&mut dp, &mut ports, udp(7, 9), i * 100 * MS)).collect();
+    assert!(picks.iter().all(|&p| p == picks[0]), "{picks:?}");
+    // Gaps of 600 ms start a new flowlet each time: both ports get some.
+    let picks: Vec<u32> =
+        (0..50).map(|i| through(&mut dp, &mut ports, udp(7, 9), 10_000 * MS + i * 600 * MS)).collect();
+    assert!(picks.contains(&2) && picks.contains(&3), "{picks:?}");
+    // An explicit timeout overrides the default.
+    let (mut dp, mut ports) = balanced_datapath("letflow/timeout=50ms", 10_000_000);
+    let picks: Vec<u32> = (0..50).map(|i| through(&mut dp, &mut ports, udp(7, 9), i * 100 * MS)).collect();
+    assert!(picks.contains(&2) && picks.contains(&3), "{picks:?}");
+}

@@ -110,7 +110,7 @@ fn unsupported_vectors_get_the_spec_error() {
 /// options it meant; the malformed ones get the documented OpenFlow errors.
 #[test]
 fn abq_experimenter_vectors_from_the_app_encoder() {
-    use dcnlab_switch::datapath::decode_set_port_abq;
+    use dcnlab_switch::ofp::dcnlab::decode_set_port_abq;
     let vs = vectors();
     let get = |name: &str| vs.iter().find(|v| v.0 == name).unwrap_or_else(|| panic!("{name}")).1.clone();
     let opts = |v: &[(&str, &str)]| -> Vec<(String, String)> {
@@ -150,5 +150,63 @@ fn abq_experimenter_vectors_from_the_app_encoder() {
             other => panic!("{name}: expected an error, got {other:?}"),
         }
         assert!(dp.ingress_ctl.is_empty(), "{name}: nothing queued");
+    }
+}
+
+/// The SET_GROUP_BALANCER bodies written by the Python encoder (apps/spray.py) decode to
+/// the group and spec it meant and take effect, as GET_GROUP_BALANCER (and, for the
+/// built-in modes, GET_GROUP_SELECT_MODE) then report; the malformed ones get the
+/// documented OpenFlow errors.
+#[test]
+fn balancer_experimenter_vectors_from_the_app_encoder() {
+    use dcnlab_switch::ofp::dcnlab::{decode, decode_balancer_reply, DcnlabRequest};
+    let vs = vectors();
+    let get = |name: &str| vs.iter().find(|v| v.0 == name).unwrap_or_else(|| panic!("{name}")).1.clone();
+    let mut dp = datapath();
+    let ask = |dp: &mut Datapath, vector: &str| -> (u32, Vec<u8>) {
+        dp.handle_raw(&get(vector), 0);
+        match dp.ctrl.pop().map(|m| m.body) {
+            Some(Body::Experimenter { experimenter: DCNLAB_EXPERIMENTER_ID, exp_type, data }) => {
+                (exp_type, data)
+            }
+            other => panic!("{vector}: expected a dcnlab reply, got {other:?}"),
+        }
+    };
+    // (vector, group and spec it carries, group 2's balancer afterwards, its select-mode code)
+    for (name, group_id, spec, group2, code) in [
+        ("exp_balancer_group2_rr", 2, "rr", "rr", 2u8),
+        ("exp_balancer_all_random", OFPG_ALL, "random", "rr", 2),
+        ("exp_balancer_group2_default", 2, "", "random", 3),
+    ] {
+        let bytes = get(name);
+        let Body::Experimenter { experimenter, exp_type, data } = Msg::decode(&bytes).unwrap().body else {
+            panic!("{name}: not an experimenter message")
+        };
+        assert_eq!((experimenter, exp_type), (DCNLAB_EXPERIMENTER_ID, DCNLAB_SET_GROUP_BALANCER), "{name}");
+        assert_eq!(
+            decode(exp_type, &data),
+            Ok(DcnlabRequest::SetGroupBalancer { group_id, spec: spec.into() })
+        );
+        dp.handle_raw(&bytes, 0);
+        assert!(dp.ctrl.is_empty(), "{name}: {:?}", dp.ctrl);
+        let (t, reply) = ask(&mut dp, "exp_get_group_balancer");
+        assert_eq!(t, DCNLAB_GROUP_BALANCER_REPLY);
+        assert_eq!(decode_balancer_reply(&reply), Ok((2, group2.to_string())), "{name}");
+        let (t, reply) = ask(&mut dp, "exp_get_group_select_mode");
+        assert_eq!((t, reply), (DCNLAB_GROUP_SELECT_MODE_REPLY, vec![0, 0, 0, 2, code, 0, 0, 0]), "{name}");
+    }
+    for (name, typ, code) in [
+        ("exp_balancer_bad_unknown", OFPET_BAD_REQUEST, OFPBRC_EPERM),
+        ("exp_balancer_bad_option", OFPET_BAD_REQUEST, OFPBRC_EPERM),
+        ("exp_balancer_bad_unpadded", OFPET_BAD_REQUEST, OFPBRC_BAD_LEN),
+        ("exp_balancer_bad_group", OFPET_GROUP_MOD_FAILED, OFPGMFC_INVALID_GROUP),
+    ] {
+        dp.handle_raw(&get(name), 0);
+        match dp.ctrl.pop().map(|m| m.body) {
+            Some(Body::Error { typ: t, code: c, .. }) => assert_eq!((t, c), (typ, code), "{name}"),
+            other => panic!("{name}: expected an error, got {other:?}"),
+        }
+        let (_, reply) = ask(&mut dp, "exp_get_group_balancer");
+        assert_eq!(decode_balancer_reply(&reply), Ok((2, "random".to_string())), "{name} changed nothing");
     }
 }

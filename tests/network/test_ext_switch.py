@@ -31,7 +31,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:distutils Version classes:Deprec
 
 # Documented in switch_ext/README.md, "Stats file".
 STATS_FIELDS = {"ts", "mono_ns", "switch", "dpid", "connected", "packet_ins_dropped",
-                "resubmit_drops", "learn_failures", "ports"}
+                "resubmit_drops", "learn_failures", "ports", "balancers"}
 PORT_FIELDS = {"port", "name", "up", "qlen", "qlen_bytes", "qlen_max", "qlen_bytes_max",
                "in_flight", "rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "drops",
                "tx_dropped", "ce_marks", "rx_errors"}
@@ -131,7 +131,8 @@ def test_switch_command_line() -> None:
 
 @pytest.mark.parametrize("options, message", [
     ({"select": "rr"}, "unknown switch option"),
-    ({"select_mode": "per-packet"}, "hash or rr or random"),
+    ({"select_mode": "per-packet"}, "unknown load balancer 'per-packet'; known: hash, rr, random"),
+    ({"select_mode": "rr/k=1"}, "load balancer 'rr' has no option 'k'"),
     ({"fail_mode": "open"}, "secure or standalone"),
     ({"stats_interval_ms": 0}, "positive integer"),
     ({"seed": "7"}, "non-negative integer"),

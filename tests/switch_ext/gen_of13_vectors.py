@@ -24,6 +24,7 @@ from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
 
 from dcnlab.apps.abq import set_port_abq_body
+from dcnlab.apps.spray import group_balancer_body
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -42,6 +43,19 @@ ABQ_BAD_BODIES = [
     ("exp_abq_bad_mode", struct.pack("!IBBBxI", 1, 1, 3, 1, 20)),
     ("exp_abq_bad_zero_k", struct.pack("!IBBBxI", 1, 1, 1, 1, 0)),
     ("exp_abq_bad_port", struct.pack("!IBBBxI", 9, 1, 1, 1, 20)),
+]
+# (vector name, group_balancer_body keyword arguments)
+BALANCER_BODIES = [
+    ("exp_balancer_group2_rr", {"spec": "rr", "group_id": 2}),
+    ("exp_balancer_all_random", {"spec": "random"}),
+    ("exp_balancer_group2_default", {"spec": "", "group_id": 2}),
+]
+BALANCER_BAD_BODIES = [
+    # a name the switch does not know (the encoder refuses it, so it is built by hand)
+    ("exp_balancer_bad_unknown", struct.pack("!IH2x", 2, 5) + b"spray\0\0\0"),
+    ("exp_balancer_bad_option", struct.pack("!IH2x", 2, 6) + b"rr/k=1\0\0"),
+    ("exp_balancer_bad_unpadded", struct.pack("!IH2x", 2, 2) + b"rr"),
+    ("exp_balancer_bad_group", struct.pack("!IH2x", 0xFFFFFF01, 2) + b"rr\0\0\0\0\0\0"),
 ]
 DP = ofproto_protocol.ProtocolDesc(version=ofp.OFP_VERSION)
 
@@ -446,6 +460,19 @@ def messages():
         yield name, parser.OFPExperimenter(DP, DCNLAB_EXPERIMENTER, 4, body), True
     for name, body in ABQ_BAD_BODIES:
         yield name, parser.OFPExperimenter(DP, DCNLAB_EXPERIMENTER, 4, body), False
+
+    # SET_GROUP_BALANCER bodies from the app's own encoder (apps/spray.py), checked the
+    # same way.
+    for name, kw in BALANCER_BODIES:
+        body = group_balancer_body(**kw)
+        yield name, parser.OFPExperimenter(DP, DCNLAB_EXPERIMENTER, 5, body), True
+    for name, body in BALANCER_BAD_BODIES:
+        yield name, parser.OFPExperimenter(DP, DCNLAB_EXPERIMENTER, 5, body), False
+    yield (
+        "exp_get_group_balancer",
+        parser.OFPExperimenter(DP, DCNLAB_EXPERIMENTER, 6, struct.pack("!I4x", 2)),
+        True,
+    )
 
     yield "group_delete_all", parser.OFPGroupMod(DP, ofp.OFPGC_DELETE, 0, ofp.OFPG_ALL), True
 

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from dcnlab.model.balancers import BALANCERS, DEFAULT_BALANCER, check_balancer
 from dcnlab.topo.spec import EXTERNAL_TIER, QDISCS, SpecError, TopologySpec, parse
 
 QDISC_SOURCES = Path(__file__).parents[2] / "switch_ext" / "src" / "qdisc"
+LB_SOURCES = Path(__file__).parents[2] / "switch_ext" / "src" / "lb"
 
 
 @pytest.mark.parametrize(
@@ -205,27 +207,53 @@ def _rust_option_keys(source: str, module: str) -> tuple[str, ...]:
     return tuple(re.findall(r'"([^"]+)"', known))
 
 
-def _rust_qdiscs() -> dict[str, dict[str, tuple[str, ...]]]:
-    """switch_ext's registry (qdisc/mod.rs: EGRESS, INGRESS), read from its sources."""
-    registry = (QDISC_SOURCES / "mod.rs").read_text()
-    found: dict[str, dict[str, tuple[str, ...]]] = {}
-    for direction in ("egress", "ingress"):
-        table = re.search(rf"pub const {direction.upper()}: &\[\(&str, \w+\)\] = &\[(.*?)\];",
-                          registry, re.S)
-        assert table, f"no {direction.upper()} table in qdisc/mod.rs"
-        # (module::NAME, module::build) or, as switch_ext/README.md shows, ("name", ...)
-        entries = re.findall(r'\(\s*(?:"([^"]+)"|\w+::NAME)\s*,\s*(\w+)::build\s*\)',
-                             table.group(1))
-        assert len(entries) == table.group(1).count("("), \
-            f"{direction.upper()}: every entry should read (module::NAME, module::build)"
-        found[direction] = {}
-        for literal, module in entries:
-            source = (QDISC_SOURCES / f"{module}.rs").read_text()
-            name = literal or re.search(r'pub const NAME: &str = "([^"]+)";', source)
-            assert name, f"{module}.rs: no pub const NAME"
-            found[direction][name if literal else name.group(1)] = \
-                _rust_option_keys(source, module)
+def _rust_registry(sources: Path, table_name: str) -> dict[str, tuple[str, ...]]:
+    """One of switch_ext's registries (``pub const TABLE: &[(&str, Ctor)] = &[...]`` in
+    ``sources/mod.rs``, each entry ``(module::NAME, module::build)``), read from its
+    sources: name -> option keys, in registry order."""
+    registry = (sources / "mod.rs").read_text()
+    table = re.search(rf"pub const {table_name}: &\[\(&str, \w+\)\] =\s*&\[(.*?)\];",
+                      registry, re.S)
+    assert table, f"no {table_name} table in {sources.name}/mod.rs"
+    # (module::NAME, module::build) or, as switch_ext/README.md shows, ("name", ...)
+    entries = re.findall(r'\(\s*(?:"([^"]+)"|\w+::NAME)\s*,\s*(\w+)::build\s*\)',
+                         table.group(1))
+    assert len(entries) == table.group(1).count("("), \
+        f"{table_name}: every entry should read (module::NAME, module::build)"
+    found: dict[str, tuple[str, ...]] = {}
+    for literal, module in entries:
+        source = (sources / f"{module}.rs").read_text()
+        name = literal or re.search(r'pub const NAME: &str = "([^"]+)";', source)
+        assert name, f"{module}.rs: no pub const NAME"
+        found[name if literal else name.group(1)] = _rust_option_keys(source, module)
     return found
+
+
+def _rust_qdiscs() -> dict[str, dict[str, tuple[str, ...]]]:
+    """switch_ext's queue-discipline registry (qdisc/mod.rs: EGRESS, INGRESS)."""
+    return {d: _rust_registry(QDISC_SOURCES, d.upper()) for d in ("egress", "ingress")}
+
+
+def test_load_balancers_known_here_are_switch_exts() -> None:
+    """BALANCERS (switch options and the app's encoder check names and keys against it)
+    is switch_ext's registry (lb/mod.rs: BALANCERS): the same names in the same order
+    (the first is the default) and the same option keys."""
+    rust = _rust_registry(LB_SOURCES, "BALANCERS")
+    assert list(rust)[:3] == ["hash", "rr", "random"]
+    assert list(BALANCERS.items()) == list(rust.items())
+    assert DEFAULT_BALANCER == "hash"
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("spray", "unknown load balancer 'spray'; known: hash, rr, random, letflow, drill"),
+    ("rr/k=1", "load balancer 'rr' has no option 'k'; known: none"),
+    ("RR", "expected NAME[/KEY=VALUE]"),
+    ("rr/", "expected NAME[/KEY=VALUE]"),
+])
+def test_bad_balancers_say_why(text: str, why: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(why)):
+        check_balancer(text)
+    assert check_balancer("random") == "random"
 
 
 def test_queue_disciplines_known_here_are_switch_exts() -> None:

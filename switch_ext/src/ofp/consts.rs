@@ -270,3 +270,7 @@ pub const DCNLAB_GET_GROUP_SELECT_MODE: u32 = 2;
 pub const DCNLAB_GROUP_SELECT_MODE_REPLY: u32 = 3;
 /// Configure the ABQ ingress discipline of a port (switch_ext/README.md).
 pub const DCNLAB_SET_PORT_ABQ: u32 = 4;
+/// Set, ask and answer a group's (or the switch's) load balancer by name and options.
+pub const DCNLAB_SET_GROUP_BALANCER: u32 = 5;
+pub const DCNLAB_GET_GROUP_BALANCER: u32 = 6;
+pub const DCNLAB_GROUP_BALANCER_REPLY: u32 = 7;

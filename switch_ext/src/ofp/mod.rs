@@ -2,6 +2,7 @@
 pub mod action;
 pub mod codec;
 pub mod consts;
+pub mod dcnlab;
 pub mod flowmod;
 pub mod instruction;
 pub mod message;

@@ -63,8 +63,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::{unknown_option, Arrival, IngressCtx, IngressQdisc, QueueLen};
-use crate::cli::{parse_duration_ns, parse_size};
 use crate::packet::{csum_update16, Key, IPPROTO_TCP};
+use crate::units::{parse_duration_ns, parse_size};
 
 pub const NAME: &str = "abq";
 

@@ -9,7 +9,7 @@
 //! or bytes, likewise. No option: an unbounded FIFO that never marks.
 
 use super::{mark_ce, unknown_option, Admit, EgressQdisc, QueueLen};
-use crate::cli::parse_size;
+use crate::units::parse_size;
 
 pub const NAME: &str = "droptail";
 

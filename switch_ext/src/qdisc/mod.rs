@@ -26,9 +26,9 @@
 pub mod abq;
 pub mod droptail;
 
-use std::fmt;
-
 use crate::packet::{self, Key};
+use crate::spec::lookup;
+pub use crate::spec::{unknown_option, NamedSpec as QdiscSpec};
 
 /// Occupancy of a queue: frames and bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -103,59 +103,6 @@ pub trait IngressQdisc {
     }
 }
 
-/// A discipline by name with its options, as written on the command line:
-/// `NAME[/KEY=VALUE]...`, e.g. `droptail/buffer=20p/ecn=10p`. `/` separates, so the
-/// whole thing is one `--port` option (commas separate those) and needs no shell quoting.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct QdiscSpec {
-    pub name: String,
-    /// In the order given; a key may repeat when the discipline allows it.
-    pub options: Vec<(String, String)>,
-}
-
-impl QdiscSpec {
-    pub fn parse(s: &str) -> Result<QdiscSpec, String> {
-        let mut parts = s.split('/');
-        let name = parts.next().unwrap_or("");
-        if name.is_empty()
-            || !name.starts_with(|c: char| c.is_ascii_lowercase())
-            || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
-        {
-            return Err(format!(
-                "'{s}': expected NAME[/KEY=VALUE]... with a lower-case NAME, e.g. droptail/buffer=20p"
-            ));
-        }
-        let mut options = Vec::new();
-        for opt in parts {
-            match opt.split_once('=') {
-                Some((k, v)) if !k.is_empty() && !v.is_empty() => {
-                    options.push((k.to_string(), v.to_string()))
-                }
-                _ => return Err(format!("'{s}': option '{opt}' is not KEY=VALUE")),
-            }
-        }
-        Ok(QdiscSpec { name: name.to_string(), options })
-    }
-}
-
-impl fmt::Display for QdiscSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.name)?;
-        for (k, v) in &self.options {
-            write!(f, "/{k}={v}")?;
-        }
-        Ok(())
-    }
-}
-
-/// The error a constructor returns for an option it does not know.
-pub fn unknown_option(key: &str, known: &[&str]) -> String {
-    format!(
-        "unknown option '{key}' (known: {})",
-        if known.is_empty() { "none".into() } else { known.join(", ") }
-    )
-}
-
 /// A discipline's constructor: parses its own options (in the order given).
 pub type Ctor<T> = fn(&[(String, String)]) -> Result<Box<T>, String>;
 pub type EgressCtor = Ctor<dyn EgressQdisc>;
@@ -168,16 +115,6 @@ pub const EGRESS: &[(&str, EgressCtor)] = &[(droptail::NAME, droptail::build)];
 /// one).
 pub const INGRESS: &[(&str, IngressCtor)] = &[(abq::NAME, abq::build)];
 
-fn lookup<C: Copy>(table: &[(&str, C)], dir: &str, name: &str) -> Result<C, String> {
-    table.iter().find(|(n, _)| *n == name).map(|(_, c)| *c).ok_or_else(|| {
-        let known: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
-        format!(
-            "unknown {dir} discipline '{name}' (known: {})",
-            if known.is_empty() { "none".into() } else { known.join(", ") }
-        )
-    })
-}
-
 /// Builds an egress discipline; the error names the discipline and the bad option.
 pub fn build_egress(spec: &QdiscSpec) -> Result<Box<dyn EgressQdisc>, String> {
     build_with(EGRESS, "egress", spec)
@@ -189,7 +126,7 @@ pub fn build_ingress(spec: &QdiscSpec) -> Result<Box<dyn IngressQdisc>, String> 
 }
 
 fn build_with<T: ?Sized>(table: &[(&str, Ctor<T>)], dir: &str, spec: &QdiscSpec) -> Result<Box<T>, String> {
-    let ctor = lookup(table, dir, &spec.name)?;
+    let ctor = lookup(table, &format!("{dir} discipline"), &spec.name)?;
     ctor(&spec.options).map_err(|e| format!("{dir} discipline '{}': {e}", spec.name))
 }
 
@@ -321,19 +258,6 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn spec_syntax() {
-        let s = QdiscSpec::parse("droptail/buffer=20p/ecn=10p/buffer=30000b").unwrap();
-        assert_eq!(s.name, "droptail");
-        assert_eq!(s.options.len(), 3);
-        assert_eq!(s.options[2], ("buffer".into(), "30000b".into()));
-        assert_eq!(s.to_string(), "droptail/buffer=20p/ecn=10p/buffer=30000b");
-        assert_eq!(QdiscSpec::parse("abq").unwrap().options, vec![]);
-        for bad in ["", "/k=1", "Abq", "abq/k", "abq/=1", "abq/k=", "abq//k=1", "a b"] {
-            assert!(QdiscSpec::parse(bad).is_err(), "accepted '{bad}'");
-        }
-    }
 
     #[test]
     fn registry_refuses_unknown_names_and_options() {
