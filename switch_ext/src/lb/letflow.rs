@@ -51,10 +51,6 @@ impl LetFlow {
         LetFlow { timeout_ns, table: vec![Entry::default(); table], flowlets: 0, path_changes: 0 }
     }
 
-    pub fn timeout_ns(&self) -> Option<u64> {
-        self.timeout_ns
-    }
-
     /// The default timeout for these candidates (see the module doc).
     fn scaled_timeout(pick: &Pick<'_>) -> u64 {
         let slowest = pick
@@ -213,10 +209,10 @@ mod tests {
         }
         let mut b = LetFlow::new(None, 16);
         choose(&mut b, &c, 1, 0, &loads, &mut rng);
-        assert_eq!(b.timeout_ns(), Some(500_000_000), "500 us at 10 Gbit/s is 500 ms at 10 Mbit/s");
+        assert_eq!(b.timeout_ns, Some(500_000_000), "500 us at 10 Gbit/s is 500 ms at 10 Mbit/s");
         let mut unshaped = LetFlow::new(None, 16);
         choose(&mut unshaped, &c, 1, 0, &NoLoads, &mut rng);
-        assert_eq!(unshaped.timeout_ns(), Some(500 * US));
+        assert_eq!(unshaped.timeout_ns, Some(500 * US));
     }
 
     #[test]

@@ -159,10 +159,6 @@ impl RateMeter {
         RateMeter::new((METER_FRAMES * 1500.0 * 8.0 / rate * 1e9) as u64)
     }
 
-    pub fn tau_ns(&self) -> u64 {
-        self.tau_ns as u64
-    }
-
     fn decayed(&self, now_ns: u64) -> f64 {
         let dt = now_ns.saturating_sub(self.last_ns) as f64;
         self.bytes * (-dt / self.tau_ns).exp()
@@ -254,7 +250,7 @@ mod tests {
         // One time constant of silence leaves 1/e of it.
         let later = m.bytes_per_s(now + 10_000_000);
         assert!((later / r - (-1f64).exp()).abs() < 0.001, "{later}");
-        assert_eq!(RateMeter::for_rate(Some(10_000_000)).tau_ns(), 120_000_000);
-        assert_eq!(RateMeter::for_rate(None).tau_ns(), 120_000);
+        assert_eq!(RateMeter::for_rate(Some(10_000_000)).tau_ns as u64, 120_000_000);
+        assert_eq!(RateMeter::for_rate(None).tau_ns as u64, 120_000);
     }
 }
