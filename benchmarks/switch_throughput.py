@@ -20,6 +20,16 @@ lifecycle does the hosts, the ext kind its own ports, this script the OVS ports)
 - CPU: cores used by the switch processes (ext: every dcnlab-switch; OVS: ovs-vswitchd)
   during the measurement, from /proc/PID/stat.
 
+Kinds ``ext/NAME`` (``ext/hash``, ``ext/letflow``, any of switch_ext's load balancers with
+options: ``ext/letflow/timeout=1ms``) measure the per-packet cost of a select group's
+bucket choice: ``spineleaf:2,2,1`` without link rates (h1 -> leaf -> one of two spines ->
+leaf -> h2, three switches; both leaves choose a bucket, the first for the data, the
+second for the ACKs)
+with dcnlab's ECMP app (CONGA's own app for ``conga``, which gives the leaves their ids)
+and every switch started with that balancer.  A one-switch path
+has no choice to make, so these run once, whatever ``--chains`` says; each gets a
+``NAME/hash`` row, its rates over ``ext/hash``'s in the same run (goal >= 0.9).
+
 Kind ``ext+abq`` is ``ext`` with the ABQ ingress discipline on every port, in window
 mode (it parses every frame to track window scales: its most expensive path; without a
 rate no queue forms, so it never holds): ``--kinds ext,ext+abq`` adds an ``abq on/off``
@@ -39,11 +49,12 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from mininet.link import Link
 
+from dcnlab.model.balancers import check_balancer
 from dcnlab.topo.mininet_topos import DcnHost
 from dcnlab.topo.network import HOST_OFFLOADS, Network
 from dcnlab.topo.spec import (
@@ -55,13 +66,29 @@ from dcnlab.topo.spec import (
     TopologySpec,
     host_ip,
     host_mac,
+    parse,
 )
 
 APP = "ryu.app.simple_switch_13"
+BALANCER_PREFIX = "ext/"
+BALANCER_TOPOLOGY = "spineleaf:2,2,1"
+BALANCER_APP = "dcnlab.apps.ecmp"
+# Balancers whose switches need more than the switch option: CONGA's leaves get their ids
+# from its app (the labels are then pushed and popped on every packet, as in a real run).
+BALANCER_APPS = {"conga": "dcnlab.apps.conga"}
+BALANCER_BASE = "ext/hash"
 ABQ_KIND = "ext+abq"
 ABQ_SPEC = "abq/k=20p/mode=window"
 TCP_PORT, UDP_PORT = 5201, 5202
 RAMP_SECONDS = 1.0  # UDP: let the sender reach its rate before the counters are read
+
+
+def unshaped(spec: TopologySpec) -> TopologySpec:
+    """``spec`` with no link rate anywhere: the switches forward as fast as they can, as
+    on the lines (a topology family's default rate would measure the shaping)."""
+    links = [replace(lk, params=replace(lk.params, rate_mbit=None)) for lk in spec.links]
+    return replace(spec, spec=f"{spec.spec} unshaped", links=links,
+                   default_params=replace(spec.default_params, rate_mbit=None))
 
 
 def line_spec(n: int, params: LinkParams | None = None) -> TopologySpec:
@@ -210,14 +237,22 @@ def switch_pids(net: Any, kind: str) -> list[int]:
 
 def run_network(kind: str, n: int, args: argparse.Namespace) -> Result:
     result = Result(kind, n)
-    spec = line_spec(n)
+    spec: TopologySpec | str = line_spec(n)
+    app, options, env = APP, None, None
     if kind == ABQ_KIND:
         spec = line_spec(n, LinkParams(ingress_host=ABQ_SPEC, ingress_fabric=ABQ_SPEC))
         kind = "ext"
-    with Network(spec, app=APP, switch=kind) as net:
+    elif kind.startswith(BALANCER_PREFIX):
+        balancer = kind.removeprefix(BALANCER_PREFIX)
+        spec = unshaped(parse(BALANCER_TOPOLOGY))
+        app = BALANCER_APPS.get(balancer.split("/")[0], BALANCER_APP)
+        options, env = {"select_mode": balancer}, {"DCNLAB_SELECT_MODE": balancer}
+        kind = "ext"
+    with Network(spec, app=app, switch=kind, switch_options=options, app_env=env) as net:
         if kind != "ext":
             _switch_ports_offloads_off(net)
-        h1, h2 = net.host("h1"), net.host("h2")
+        first, last = net.spec.hosts[0].name, net.spec.hosts[-1].name
+        h1, h2 = net.host(first), net.host(last)
         _warm_up(h1, h2)
         pids = switch_pids(net, kind)
         if not pids:
@@ -275,12 +310,12 @@ def udp_limit(r: Result) -> str:
 
 
 def table(results: Sequence[Result], kinds: Sequence[str]) -> str:
-    head = (f"{'switches':>8}  {'kind':<9} {'TCP Mbit/s':>10} {'retr':>6} {'sw CPU':>6}  "
+    head = (f"{'switches':>8}  {'kind':<14} {'TCP Mbit/s':>10} {'retr':>6} {'sw CPU':>6}  "
             f"{'UDP tx pps':>10} {'UDP rx pps':>10} {'app pps':>9} {'sw CPU':>6} "
             f"{'snd CPU%':>8} {'UDP limit':>9}")
     rows = [head, "-" * len(head)]
     for r in results:
-        rows.append(f"{r.switches if r.kind != 'direct' else '-':>8}  {r.kind:<9} "
+        rows.append(f"{r.switches if r.kind != 'direct' else '-':>8}  {r.kind:<14} "
                     f"{r.tcp_mbit:>10.0f} {r.tcp_retransmits:>6d} "
                     f"{_fmt(r.tcp_switch_cpu, '.2f'):>6}  {r.udp_tx_pps:>10.0f} "
                     f"{r.udp_rx_pps:>10.0f} {_fmt(r.udp_app_pps, '.0f'):>9} "
@@ -290,14 +325,21 @@ def table(results: Sequence[Result], kinds: Sequence[str]) -> str:
             base = next((x for x in results if x.kind == kinds[0] and
                          x.switches == r.switches), None)
             if base is not None:
-                rows.append(f"{r.switches:>8}  {kinds[0] + '/' + kinds[1]:<9} "
+                rows.append(f"{r.switches:>8}  {kinds[0] + '/' + kinds[1]:<14} "
                             f"{_ratio(base.tcp_mbit, r.tcp_mbit):>10} {'':>6} {'':>6}  "
                             f"{'':>10} {_ratio(base.udp_rx_pps, r.udp_rx_pps):>10}")
+        if r.kind.startswith(BALANCER_PREFIX) and r.kind != BALANCER_BASE:
+            base = next((x for x in results if x.kind == BALANCER_BASE), None)
+            if base is not None:
+                name = r.kind.removeprefix(BALANCER_PREFIX).split("/")[0]
+                rows.append(f"{r.switches:>8}  {name + '/hash':<14} "
+                            f"{_ratio(r.tcp_mbit, base.tcp_mbit):>10} {'':>6} {'':>6}  "
+                            f"{'':>10} {_ratio(r.udp_rx_pps, base.udp_rx_pps):>10}")
         if r.kind == ABQ_KIND:
             off = next((x for x in results if x.kind == "ext" and x.switches == r.switches),
                        None)
             if off is not None:
-                rows.append(f"{r.switches:>8}  {'abq on/off':<9} "
+                rows.append(f"{r.switches:>8}  {'abq on/off':<14} "
                             f"{_ratio(r.tcp_mbit, off.tcp_mbit):>10} {'':>6} {'':>6}  "
                             f"{'':>10} {_ratio(r.udp_rx_pps, off.udp_rx_pps):>10}")
     return "\n".join(rows)
@@ -311,7 +353,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="UDP measurement window, after a 1 s ramp (5)")
     ap.add_argument("--udp-len", type=int, default=64, help="UDP payload bytes (64)")
     ap.add_argument("--chains", default="1,3", help="switches in the line, comma list (1,3)")
-    ap.add_argument("--kinds", default="ext,ovs", help="switch kinds, comma list (ext,ovs)")
+    ap.add_argument("--kinds", default="ext,ovs",
+                    help="switch kinds, comma list (ext,ovs); ext+abq; ext/BALANCER[/K=V] "
+                    "(select groups on spineleaf:2,2,1, against ext/hash)")
     ap.add_argument("--no-direct", action="store_true", help="skip the no-switch baseline")
     ap.add_argument("--json", help="also write the results as JSON to this file")
     args = ap.parse_args(argv)
@@ -323,6 +367,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError:
         ap.error(f"--chains {args.chains!r}: expected numbers like 1,3")
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    for kind in kinds:
+        if kind.startswith(BALANCER_PREFIX):
+            try:
+                check_balancer(kind.removeprefix(BALANCER_PREFIX))
+            except ValueError as exc:
+                ap.error(f"--kinds {kind}: {exc}")
+    balancers = [k for k in kinds if k.startswith(BALANCER_PREFIX)]
+    if balancers and BALANCER_BASE not in balancers:
+        balancers.insert(0, BALANCER_BASE)  # the ratios' reference, in the same run
+    kinds = [k for k in kinds if not k.startswith(BALANCER_PREFIX)]
     results: list[Result] = []
     if not args.no_direct:
         print("direct veth (no switch) ...", file=sys.stderr, flush=True)
@@ -331,6 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for kind in kinds:
             print(f"{kind}, {n} switch(es) ...", file=sys.stderr, flush=True)
             results.append(run_network(kind, n, args))
+    for kind in balancers:
+        print(f"{kind}, {BALANCER_TOPOLOGY} ...", file=sys.stderr, flush=True)
+        results.append(run_network(kind, 3, args))
     print(f"TCP: 1 iperf3 flow, {args.seconds:g} s.  UDP: iperf3 -u -b 0 -l {args.udp_len} "
           f"({args.udp_len + 42}-byte frames), {args.udp_seconds:g} s window; tx/rx pps from "
           "the hosts' interface counters, app pps = what iperf3's server read.  CPU in cores "

@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import random
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,7 +119,7 @@ def _core_bytes(net: Fabric, spec: TopologySpec) -> dict[str, int]:
     return out
 
 
-def _fresh_stats(net: Fabric, after: float, timeout: float = 10.0) -> None:
+def fresh_stats(net: Fabric, after: float, timeout: float = 10.0) -> None:
     """Wait until the app has polled port stats after time ``after``."""
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -204,31 +206,134 @@ def run_transfers(net: Fabric, pairs: list[tuple[str, str]],
                 proc.wait()
 
 
-def _uplink_split(net: Fabric, spec: TopologySpec, src: str) -> list[int]:
-    """tx packets on each uplink of ``src``'s switch, from the app's port stats."""
+def uplink_counters(net: Fabric, src: str, counter: str = "tx_packets") -> list[int]:
+    """``counter`` of each uplink of ``src``'s switch (by port number), from the app's
+    OpenFlow port stats as last polled."""
+    return _uplink_split(net, net.spec, src, counter)
+
+
+def _uplink_split(net: Fabric, spec: TopologySpec, src: str, counter: str = "tx_packets"
+                  ) -> list[int]:
+    """tx packets (or ``counter``) on each uplink of ``src``'s switch, from the app's
+    port stats."""
     iface = spec.host(src).interfaces[0]
     sw = spec.switch(iface.switch)
     ups = [lk.a_port if lk.a == sw.name else lk.b_port for lk in spec.fabric_links()
            if sw.name in (lk.a, lk.b)]
     ports = (net.state() or {}).get("port_stats", {}).get(str(sw.dpid), {})
-    return [ports.get(str(p), {}).get("tx_packets", 0) for p in sorted(ups)]
+    return [ports.get(str(p), {}).get(counter, 0) for p in sorted(ups)]
 
 
 def one_flow_split(net: Fabric, src: str, dst: str) -> tuple[bool, list[float]]:
     """Run one transfer; return whether it completed and the share of its packets on
     each uplink of the source's switch (from the app's OpenFlow port stats)."""
+    return uplink_split(net, src, lambda: run_transfers(net, [(src, dst)]).done == 1)
+
+
+def uplink_split(net: Fabric, src: str, transfer: Callable[[], bool]
+                 ) -> tuple[bool, list[float]]:
+    """Run ``transfer`` (True: it completed); return that and the share of the packets
+    sent meanwhile on each uplink of ``src``'s switch (the app's OpenFlow port stats)."""
     before = _uplink_split(net, net.spec, src)
-    done = run_transfers(net, [(src, dst)]).done == 1
-    _fresh_stats(net, time.time())
+    done = transfer()
+    fresh_stats(net, time.time())
     after = _uplink_split(net, net.spec, src)
     moved = [a - b for a, b in zip(after, before, strict=True)]
     return done, [round(x / max(1, sum(moved)), 3) for x in moved]
 
 
-def check(topo: str, app: str, switch: str = "ovs", select_mode: str = "random",
+def top_tier_split(net: Fabric, transfer: Callable[[], bool]) -> tuple[bool, list[float]]:
+    """Run ``transfer``; return whether it completed and the share of the bytes each
+    top-tier switch (cores/spines, by name) sent meanwhile."""
+    before = _core_bytes(net, net.spec)
+    done = transfer()
+    fresh_stats(net, time.time())
+    after = _core_bytes(net, net.spec)
+    moved = [after[n] - before.get(n, 0) for n in sorted(after)]
+    return done, [round(x / max(1, sum(moved)), 3) for x in moved]
+
+
+# One TCP connection that sends its bytes in bursts with idle gaps between them (a flow
+# whose gaps a flowlet balancer must see); the receiver answers one byte once it has
+# read everything, so the sender knows the last burst arrived.
+_BURST_RECEIVER = """
+import socket, sys
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("0.0.0.0", int(sys.argv[1])))
+srv.listen(1)
+conn, _ = srv.accept()
+total = 0
+while data := conn.recv(65536):
+    total += len(data)
+conn.sendall(b"k")
+print(total, flush=True)
+"""
+_BURST_SENDER = """
+import socket, sys, time
+host, port, bursts, size, gap = sys.argv[1:6]
+s = socket.create_connection((host, int(port)), timeout=30)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+for i in range(int(bursts)):
+    if i:
+        time.sleep(float(gap))
+    s.sendall(bytes(int(size)))
+s.shutdown(socket.SHUT_WR)
+assert s.recv(1) == b"k"
+"""
+BURST_PORT = 5299
+
+
+def bursty_flow(net: Fabric, src: str, dst: str, bursts: int, burst_bytes: int,
+                gap_s: float, timeout: float = TRANSFER_TIMEOUT) -> bool:
+    """One TCP connection from ``src`` to ``dst`` sending ``bursts`` bursts of
+    ``burst_bytes`` with ``gap_s`` of silence between them (the gap starts once a burst
+    is in the socket's buffer); True when ``dst`` received every byte in time."""
+    receiver = net.host(dst).popen([sys.executable, "-c", _BURST_RECEIVER, str(BURST_PORT)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    sender = None
+    try:
+        wait_listening(in_host(net.host(dst)), BURST_PORT, what=f"burst receiver on {dst}")
+        sender = net.host(src).popen(
+            [sys.executable, "-c", _BURST_SENDER, net.host(dst).IP(), str(BURST_PORT),
+             str(bursts), str(burst_bytes), str(gap_s)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        sender.communicate(timeout=timeout)
+        output, _ = receiver.communicate(timeout=5)
+        return sender.returncode == 0 and output.split() == [str(bursts * burst_bytes).encode()]
+    except (subprocess.TimeoutExpired, NetworkError):
+        return False
+    finally:
+        for proc in (sender, receiver):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def concurrently(calls: list[Callable[[], bool]]) -> list[bool]:
+    """Run ``calls`` at the same time (one thread each; each waits on processes in the
+    hosts) and return their results in order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, len(calls))) as pool:
+        return list(pool.map(lambda call: call(), calls))
+
+
+def default_select_mode(scheme: Scheme | None) -> str:
+    """The load balancer a check asks switch_ext for when it is given none: the scheme's
+    ``check_select_mode``, else its ``ext`` switch option ``select_mode``, else random."""
+    if scheme is None:
+        return "random"
+    return (scheme.check_select_mode or scheme.options_for("ext").get("select_mode")
+            or "random")
+
+
+def check(topo: str, app: str, switch: str = "ovs", select_mode: str | None = None,
           place: Place | None = None) -> CheckResult:
     """Check ``app`` on ``topo``: on a Mininet network of ``switch`` switches, or on a
-    lab (``place``: dcnlab.lab.fabric.LabPlace; ``switch`` is then the lab's kind)."""
+    lab (``place``: dcnlab.lab.fabric.LabPlace; ``switch`` is then the lab's kind).
+    ``select_mode``: the load balancer the scheme's app asks switch_ext for (None: its
+    :func:`default_select_mode`)."""
     scheme = registry.lookup(app)
     spec = parse(with_topology_options(topo, scheme.topology_options if scheme else ()))
     place = place if place is not None else Mininet()
@@ -241,6 +346,7 @@ def check(topo: str, app: str, switch: str = "ovs", select_mode: str = "random",
     if why is not None:
         result.failures.append(why)
         return result
+    select_mode = select_mode or default_select_mode(scheme)
     env = {**(scheme.env if scheme else {}), "DCNLAB_SELECT_MODE": select_mode}
     options = scheme.options_for(switch) if scheme else {}
     if "select_mode" in options:
@@ -324,7 +430,7 @@ def _checks(net: Fabric, spec: TopologySpec, switch: str, select_mode: str,
     before = _core_bytes(net, spec)
     t0 = time.time()
     transfers = run_transfers(net, pairs, congestion=congestion)
-    _fresh_stats(net, time.time())
+    fresh_stats(net, time.time())
     after = _core_bytes(net, spec)
     result.fields.update(tcp_flows=len(pairs), tcp_completed=transfers.done,
                          transfer_s=round(time.time() - t0, 1))

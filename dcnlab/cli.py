@@ -85,6 +85,15 @@ def _spec_arg(text: str) -> str:
     return _topology_arg(text).spec
 
 
+def _balancer_arg(text: str) -> str:
+    from dcnlab.model.balancers import check_balancer
+
+    try:
+        return check_balancer(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _cmd_up(args: argparse.Namespace) -> int:
     _require_root()
     from mininet.cli import CLI
@@ -681,8 +690,10 @@ def build_parser() -> argparse.ArgumentParser:
                _cmd_check)
     chk.details = _check_details
     network_args(chk, lab=True)
-    chk.add_argument("--select-mode", default="random", choices=("random", "rr"),
-                     help="per-packet select mode, for schemes that ask switch_ext for one")
+    chk.add_argument("--select-mode", default=None, type=_balancer_arg, metavar="NAME[/K=V]",
+                     help="the load balancer (switch_ext's, see its README) for schemes whose "
+                     "app asks switch_ext for one: random or rr for spray, letflow/timeout=D "
+                     "for letflow; default: the scheme's own (dcnlab schemes)")
     chk.add_argument("--lab", metavar="LAB.yaml", default=None,
                      help="check on the lab this file describes (its switches and servers, "
                      "over SSH; docs/lab.md) instead of a Mininet network; the switch kind "

@@ -281,6 +281,12 @@ def port_options(params: LinkParams, towards_host: bool, fold_host_delay: bool =
     return opts
 
 
+# Switch-to-switch veths carry the hosts' 1500-byte packets plus an overlay label (CONGA's
+# MPLS label: 4 bytes); a packet socket refuses to send a frame longer than the MTU plus
+# the Ethernet header unless it is VLAN-tagged (docs/platform.md), so they get room.
+FABRIC_MTU = 1600
+
+
 def host_htb_commands(intf: str, rate_mbit: float) -> str:
     """Shell commands that pace a host interface at the link rate (htb, one class).
 
@@ -415,6 +421,8 @@ class ExtSwitch(Switch):
                           port_options(params, towards_host, opts.fold_host_delay, what)))
             switch_cmds.append(f"ip link set {intf.name} up && "
                                f"ethtool -K {intf.name} {PORT_OFFLOADS}")
+            if plan is not None and not towards_host:
+                switch_cmds.append(f"ip link set {intf.name} mtu {FABRIC_MTU}")
             peer = _peer_intf(intf)
             if towards_host and peer is not None:
                 cmds = host_cmds.setdefault(peer.node, [])

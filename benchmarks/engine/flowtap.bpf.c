@@ -5,8 +5,9 @@
  * A tc classifier (clsact ingress, direct action) on the switch-side veth of every
  * fabric (switch-to-switch) port of a run.  Packets that arrive on that veth are the
  * ones the peer switch sent over the link, so (flow, ifindex) names a directed link.
- * Per (IPv4 5-tuple, ifindex) it counts bytes and packets and keeps the first and last
- * CLOCK_MONOTONIC ns; SYN packets (TCP-Path explores by flooding SYN copies over
+ * Per (IPv4 5-tuple, ifindex) it counts bytes and packets (IPv4 frames, and IPv4 under
+ * the one MPLS label of switch_ext's CONGA overlay, whose 4 bytes count) and keeps the
+ * first and last CLOCK_MONOTONIC ns; SYN packets (TCP-Path explores by flooding SYN copies over
  * links the flow never uses) are counted apart and do not set first/last.
  *
  * It always returns TC_ACT_OK: forwarding is never changed.  Built with clang from
@@ -19,6 +20,7 @@
 
 #define ETH_HLEN 14
 #define ETH_P_IP 0x0800
+#define ETH_P_MPLS_UC 0x8847
 #define IPPROTO_TCP 6
 #define IPPROTO_UDP 17
 #define TCP_FLAG_SYN 0x02
@@ -80,18 +82,27 @@ int dcnlab_flowtap(struct __sk_buff *skb)
 	__u64 now;
 	int syn;
 
+	__u32 l3 = ETH_HLEN;
+	__u8 mpls_bos;
+
 	bump(0);
-	if (skb->protocol != bpf_htons(ETH_P_IP))
+	if (skb->protocol == bpf_htons(ETH_P_MPLS_UC)) {
+		/* one label over IPv4 (switch_ext's CONGA overlay): the packet follows it */
+		if (bpf_skb_load_bytes(skb, ETH_HLEN + 2, &mpls_bos, 1) < 0 || !(mpls_bos & 1))
+			return TC_ACT_OK;
+		l3 += 4;
+	} else if (skb->protocol != bpf_htons(ETH_P_IP)) {
 		return TC_ACT_OK;
-	if (bpf_skb_load_bytes(skb, ETH_HLEN, &ihl_byte, 1) < 0)
+	}
+	if (bpf_skb_load_bytes(skb, l3, &ihl_byte, 1) < 0 || ihl_byte >> 4 != 4)
 		return TC_ACT_OK;
-	if (bpf_skb_load_bytes(skb, ETH_HLEN + 9, &proto, 1) < 0)
+	if (bpf_skb_load_bytes(skb, l3 + 9, &proto, 1) < 0)
 		return TC_ACT_OK;
 	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
 		return TC_ACT_OK;
-	if (bpf_skb_load_bytes(skb, ETH_HLEN + 12, &key.saddr, 8) < 0)
+	if (bpf_skb_load_bytes(skb, l3 + 12, &key.saddr, 8) < 0)
 		return TC_ACT_OK;
-	__u32 l4 = ETH_HLEN + (__u32)(ihl_byte & 0x0f) * 4;
+	__u32 l4 = l3 + (__u32)(ihl_byte & 0x0f) * 4;
 
 	if (bpf_skb_load_bytes(skb, l4, ports, 4) < 0)
 		return TC_ACT_OK;

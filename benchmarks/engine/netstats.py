@@ -49,11 +49,11 @@ LABELS = {"qout_mean": "Q_out mean (pkts)", "qout_p5": "Q_out p5", "qout_p95": "
 # ---------------------------------------------------------------------------- reading
 
 
-def port_snapshot(net: Any, after: float | None = None, timeout: float = 3.0
-                  ) -> dict[str, dict[str, Any]]:
-    """``{"s1:2": port entry}`` from every switch's last stats line (written after wall
-    time ``after``, when given; switch_ext/README.md has the entries' fields); empty for
-    switches that keep no stats file."""
+def switch_lines(net: Any, after: float | None = None, timeout: float = 3.0
+                 ) -> dict[str, dict[str, Any]]:
+    """Every switch's last stats line by switch name (written after wall time ``after``,
+    when given; switch_ext/README.md has its fields); switches that keep no stats file
+    are left out."""
     out: dict[str, dict[str, Any]] = {}
     for sw in net.spec.switches:
         node = net.switch(sw.name)
@@ -65,10 +65,36 @@ def port_snapshot(net: Any, after: float | None = None, timeout: float = 3.0
         while after is not None and line.get("ts", 0) <= after and time.time() < deadline:
             time.sleep(0.05)
             line = stats() or {}
-        for p in line.get("ports", []):
-            if isinstance(p, dict):
-                out[f"{sw.name}:{p.get('port')}"] = p
+        out[sw.name] = line
     return out
+
+
+def ports(lines: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{"s1:2": port entry}`` of :func:`switch_lines`."""
+    return {f"{name}:{p.get('port')}": p for name, line in lines.items()
+            for p in line.get("ports", []) if isinstance(p, dict)}
+
+
+def balancers(lines: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{"s1:group1": {"balancer": entry}}`` of :func:`switch_lines`: each select
+    group's load balancer with its counters (the lines' ``balancers``), shaped as a port
+    entry's ``ingress``/``egress`` so that :mod:`switch_stats` reads both alike."""
+    return {f"{name}:group{b.get('group')}": {"balancer": b} for name, line in lines.items()
+            for b in line.get("balancers", []) if isinstance(b, dict)}
+
+
+def overlays(lines: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{"s1:overlay": {"overlay": entry}}`` of :func:`switch_lines`: a switch's overlay
+    counters (CONGA's labels and feedback), shaped as :func:`balancers`."""
+    return {f"{name}:overlay": {"overlay": line["overlay"]} for name, line in lines.items()
+            if isinstance(line.get("overlay"), dict)}
+
+
+def port_snapshot(net: Any, after: float | None = None, timeout: float = 3.0
+                  ) -> dict[str, dict[str, Any]]:
+    """``{"s1:2": port entry}`` from every switch's last stats line (see
+    :func:`switch_lines`); empty for switches that keep no stats file."""
+    return ports(switch_lines(net, after, timeout))
 
 
 def hists(ports: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, dict[int, int]]]:

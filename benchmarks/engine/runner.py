@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from dcnlab.hosts import dctcp
+from dcnlab.model.runtime import ENV_SELECT_MODE
 from dcnlab.schemes import registry
 from dcnlab.schemes.base import HostPartsError, HostSession, Transport
 
@@ -534,6 +535,18 @@ def switch_options(scheme: Scheme, kind: str, seed: int | None) -> dict[str, Any
     return options
 
 
+def app_environment(env: Mapping[str, str], options: Mapping[str, Any],
+                    host_parts: Mapping[str, str]) -> dict[str, str]:
+    """The app's environment: the experiment's ``env`` for the scheme and what its host
+    parts need.  An app that asks the switches for a load balancer is told the one they
+    start with (the switch option ``select_mode``) unless ``env`` names one: else its own
+    default would undo the experiment's option at connection time."""
+    out = {**env, **host_parts}
+    if "select_mode" in options:
+        out.setdefault(ENV_SELECT_MODE, str(options["select_mode"]))
+    return out
+
+
 @contextmanager
 def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Flow]]
              ) -> Iterator[tuple[Any, HostSession | None]]:
@@ -557,7 +570,7 @@ def _network(state: _State, scheme: Scheme, seed: int | None, runs: list[list[Fl
     provided = ExitStack()
     net = state.place.make(FabricRequest(
         topology, scheme.app, kind, run_dir,
-        app_env={**scheme.env, **(session.app_env() if session else {})},
+        app_env=app_environment(scheme.env, options, session.app_env() if session else {}),
         app_args=scheme.app_args, switch_options=options or None,
         management=session is not None and session.management))
     try:
@@ -660,7 +673,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     horizon = max([spec.duration] + [max(f.start, f.stop or 0.0) for f in flows])
     base = state.progress.done
     drops_before = _drops(net)
-    ports_before = _quietly(lambda: netstats.port_snapshot(net), {})
+    lines_before = _quietly(lambda: netstats.switch_lines(net), {})
+    ports_before = netstats.ports(lines_before)
     rtos_before = _quietly(lambda: netstats.host_timeouts(net), None)
     paths_before = _paths_before(net)
     app_before = controller_stats.snapshot(net)
@@ -694,7 +708,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     elapsed = time.monotonic() - began
     wall_ended = time.time()
     drops_after = _drops(net)
-    ports_after = _quietly(lambda: netstats.port_snapshot(net, after=wall_ended), {})
+    lines_after = _quietly(lambda: netstats.switch_lines(net, after=wall_ended), {})
+    ports_after = netstats.ports(lines_after)
     rtos_after = _quietly(lambda: netstats.host_timeouts(net), None)
     # every switch's stats lines of the run, read once: paths.csv and queue_series.csv
     stats_lines = _quietly(lambda: pathdiag.stats_lines(net, paths_before[0]), {})
@@ -725,7 +740,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
             state.queue_csv.write(queueseries.run_rows(
                 scheme.name, value, seed, stats_lines, net_row.get("bottleneck"),
                 result.wall_start))
-    switch_row = _quietly(lambda: switch_stats.run_row(ports_before, ports_after), {})
+    switch_row = _quietly(lambda: switch_stats.run_row(
+        switch_stats.units(lines_before), switch_stats.units(lines_after)), {})
     if state.switch_csv is not None:
         state.switch_csv.write([{"scheme": scheme.name, "load": value, "seed": seed,
                                  **switch_row}])

@@ -1,14 +1,16 @@
-"""What the switches' queue disciplines did during one run: switch.csv.
+"""What the switches' queue disciplines and load balancers did during one run: switch.csv.
 
 A scheme whose mechanism is a queue discipline of ``switch_ext`` (ABQ's input queue, say)
-declares which of the discipline's per-port counters become columns
-(``Scheme.switch_columns``, :class:`dcnlab.schemes.base.SwitchColumns`).  The runner
-reads every switch's stats line just before and just after each replay
-(:func:`netstats.port_snapshot`); a run's figures are the differences, summed over the
-ports running that discipline, gauges as after - before, and the peak a port histogram
-reached during the run.  Columns come from every declaration in the registry, so the
-file has the same header whatever the experiment compares; a run without the discipline
-(another scheme, the ``ovs`` switch kind) leaves them empty.
+or one of its load balancers (LetFlow's flowlets) declares which of the discipline's
+per-port or the balancer's per-group counters become columns (``Scheme.switch_columns``,
+:class:`dcnlab.schemes.base.SwitchColumns`).  The runner reads every switch's stats line
+just before and just after each replay (:func:`netstats.switch_lines`, as ports and
+select groups: :func:`netstats.ports`, :func:`netstats.balancers`); a run's figures are
+the differences, summed over the ports or groups running it, gauges as after - before,
+and the peak a port histogram reached during the run.  Columns come from every
+declaration in the registry, so the file has the same header whatever the experiment
+compares; a run without the discipline or balancer (another scheme, the ``ovs`` switch
+kind) leaves them empty.
 
 The summary gives each column's mean and 95% interval across seeds per scheme and sweep
 value (no ratio: the baseline usually runs no such discipline).  Everything here is
@@ -53,10 +55,19 @@ def _int(value: Any) -> int:
         return 0
 
 
+def units(lines: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """What :func:`run_row` reads of :func:`netstats.switch_lines`: the ports, the select
+    groups' balancers and the switches' overlays, by ``switch:port``, ``switch:groupN``
+    and ``switch:overlay``."""
+    return {**netstats.ports(lines), **netstats.balancers(lines), **netstats.overlays(lines)}
+
+
 def run_row(before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]],
             declarations: Iterable[SwitchColumns] | None = None) -> dict[str, Any]:
-    """The declared columns of one run from two :func:`netstats.port_snapshot`
-    (``{"s1:2": port entry}``); columns of a discipline no port runs are left out."""
+    """The declared columns of one run from two snapshots of ports and groups
+    (``{"s1:2": port entry, "s1:group1": {"balancer": entry}}``, :func:`netstats.ports`
+    and :func:`netstats.balancers`); columns of a discipline or balancer nothing runs are
+    left out."""
     out: dict[str, Any] = {}
     for decl in DECLARED if declarations is None else declarations:
         ports = [name for name, p in after.items()
@@ -93,5 +104,6 @@ def render(summary: list[SummaryRow], schemes: list[str], sweep: str) -> str:
         return ""
     return netstats.render([r for r in summary if r.scheme in present], present, None,
                            sweep, METRICS, LABELS,
-                           "switch queue disciplines (their own counters per run, summed "
-                           "over the ports running them; mean ± 95% CI across seeds)")
+                           "switch queue disciplines and load balancers (their own counters "
+                           "per run, summed over the ports or select groups running them; "
+                           "mean ± 95% CI across seeds)")

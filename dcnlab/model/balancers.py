@@ -19,6 +19,8 @@ rr
 random
 letflow  timeout table
 drill    d m
+flowcell cell table
+conga    leaf timeout table age
 """
 
 BALANCERS: dict[str, tuple[str, ...]] = {

@@ -15,8 +15,9 @@ that plain ``ryu-manager dcnlab.apps.ecmp`` keeps working:
 ``DCNLAB_STATS_INTERVAL``
     Seconds between the app's port-statistics polls (default 1; 0 turns polling off).
 ``DCNLAB_SELECT_MODE``
-    Per-packet selection mode an app asks of switches that can choose one
-    (``random`` or ``rr``); defaults to ``random``.
+    The load balancer (``NAME[/KEY=VALUE]...``, dcnlab/model/balancers.py) an app asks
+    of switches that can choose one (switch_ext); each app accepts its own family
+    (spray: ``random`` or ``rr``; letflow: ``letflow/...``) and has its default.
 
 This module is neutral ground: the launcher (:mod:`dcnlab.topo`) and the apps
 (:mod:`dcnlab.controller`, :mod:`dcnlab.apps`) both import it, and it imports neither.

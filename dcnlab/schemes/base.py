@@ -174,8 +174,8 @@ class SwitchColumns:
     of other kinds, and other switch kinds, leave the columns empty.
     """
 
-    section: str  # "ingress" or "egress"
-    kind: str  # the discipline's name ("abq")
+    section: str  # "ingress", "egress", "balancer" or "overlay"
+    kind: str  # the discipline's or the balancer's name ("abq", "letflow")
     counters: Mapping[str, str] = field(default_factory=dict)  # counter -> column
     gauges: Mapping[str, str] = field(default_factory=dict)  # value now -> column
     peaks: Mapping[str, str] = field(default_factory=dict)  # "qin"/"qout" -> column
@@ -201,7 +201,10 @@ class Scheme:
     them).  ``host_parts`` names a :class:`HostParts` kind started in the sending hosts;
     ``congestion`` the TCP congestion control its senders use (None: the experiment's).
     ``check`` is the scheme's own invariant for ``dcnlab check``; ``check_topology`` a
-    topology spec on which that invariant means something (the CLI's hint).
+    topology spec on which that invariant means something (the CLI's hint);
+    ``check_select_mode`` the switch_ext load balancer the check runs with when ``dcnlab
+    check`` is given none (else the ``ext`` switch option ``select_mode``, else
+    ``random``): a flowlet timeout the invariant's gaps are measured against, say.
     ``transport`` replaces the traffic agents' plain TCP connections (:class:`Transport`).
     """
 
@@ -217,6 +220,7 @@ class Scheme:
     congestion: str | None = None
     check: CheckFn | None = None
     check_topology: str | None = None
+    check_select_mode: str | None = None
     controller: ControllerColumns = field(default_factory=ControllerColumns)
     # counters of its switch-side queue disciplines that become switch.csv columns
     switch_columns: tuple[SwitchColumns, ...] = ()

@@ -471,7 +471,7 @@ mod tests {
         );
         assert!(e("--name s1 --port 1=a,rate=1M,buffer=0p").contains("at least 1"));
         assert!(e("--name s1 --port 1=a --select-mode spray").contains(
-            "--select-mode 'spray': unknown load balancer 'spray' (known: hash, rr, random, letflow, drill)"
+            "--select-mode 'spray': unknown load balancer 'spray' (known: hash, rr, random, letflow, drill, flowcell, conga)"
         ));
         assert!(
             e("--name s1 --port 1=a --select-mode rr/k=1").contains("load balancer 'rr': unknown option 'k'")

@@ -10,9 +10,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
+use crate::conga::{self, Label, Overlay};
 use crate::flow::{instruction_rank, oxm_field, FlowTable, MField, MatchSpec, Removed, Selector};
 use crate::group::{GroupTable, Rng, SelectMode};
-use crate::lb::{self, PortLoad, PortLoads};
+use crate::lb::{self, PathMetrics, PortLoad, PortLoads};
 use crate::nx;
 use crate::ofp::codec::*;
 use crate::ofp::consts::*;
@@ -112,6 +113,9 @@ struct Pkt {
     /// The flow entry whose instructions run (the address of its instruction list, for
     /// fin_timeout to find it; 0 when none).
     rule: usize,
+    /// The CONGA label the packet travels with between switches ([`crate::conga`]):
+    /// taken off on arrival, put back on at every egress.
+    conga: Option<Label>,
 }
 
 impl Pkt {
@@ -130,6 +134,7 @@ impl Pkt {
             resubmits: 0,
             overflow: false,
             rule: 0,
+            conga: None,
         }
     }
 
@@ -236,6 +241,8 @@ pub struct Datapath {
     /// `OFPG_ALL`), and the one the switch was started with, which mode 0 restores.
     pub default_balancer: NamedSpec,
     switch_balancer: NamedSpec,
+    /// CONGA's overlay, while the switch default balancer is `conga`.
+    pub conga: Option<Overlay>,
     config_flags: u16,
     miss_send_len: u16,
     async_masks: [u32; 6],
@@ -298,6 +305,28 @@ impl PortLoads for PortView<'_> {
     }
 }
 
+/// A CONGA leaf's congestion-to-leaf row for one packet's destination leaf.
+struct LeafPaths<'a> {
+    overlay: &'a Overlay,
+    dst_leaf: Option<u8>,
+}
+
+impl PathMetrics for LeafPaths<'_> {
+    fn metric(&self, bucket: usize, now_ns: u64) -> Option<u8> {
+        self.overlay.to_leaf(self.dst_leaf?, bucket, now_ns)
+    }
+}
+
+/// CONGA's overlay, for a switch default balancer `conga` (its leaf, if any, and ageing
+/// time from the spec).
+fn overlay_for(spec: &NamedSpec) -> Option<Overlay> {
+    if spec.name != lb::conga::NAME {
+        return None;
+    }
+    let s = lb::conga::settings(&spec.options).ok()?;
+    Some(Overlay::new(s.leaf, s.age_ns))
+}
+
 fn secs(ns: u64) -> (u32, u32) {
     ((ns / 1_000_000_000) as u32, (ns % 1_000_000_000) as u32)
 }
@@ -308,6 +337,7 @@ impl Datapath {
         Datapath {
             default_balancer: cfg.select_mode.spec(),
             switch_balancer: cfg.select_mode.spec(),
+            conga: overlay_for(&cfg.select_mode.spec()),
             rng: Rng::new(cfg.seed),
             cfg,
             ports: BTreeMap::new(),
@@ -333,6 +363,9 @@ impl Datapath {
 
     pub fn add_port(&mut self, desc: PortDesc, link_up: bool, now_ns: u64) {
         let tx_meter = lb::RateMeter::for_rate(line_rate_bps(&desc));
+        if let Some(o) = &mut self.conga {
+            o.note_rate(line_rate_bps(&desc));
+        }
         self.ports.insert(
             desc.port_no,
             DpPort {
@@ -556,8 +589,7 @@ impl Datapath {
     /// the switch default (for `OFPG_ALL`: the one it was started with).
     fn set_group_balancer(&mut self, group_id: u32, spec: Option<NamedSpec>) -> Result<(), OfpErr> {
         if group_id == OFPG_ALL {
-            self.default_balancer = spec.unwrap_or_else(|| self.switch_balancer.clone());
-            self.groups.default_changed();
+            self.set_default_balancer(spec.unwrap_or_else(|| self.switch_balancer.clone()));
         } else if group_id > OFPG_MAX {
             return Err(OfpErr::new(OFPET_GROUP_MOD_FAILED, OFPGMFC_INVALID_GROUP));
         } else {
@@ -580,9 +612,24 @@ impl Datapath {
     pub fn set_switch_balancer(&mut self, spec: NamedSpec) -> Result<(), String> {
         lb::build(&spec)?;
         self.switch_balancer = spec.clone();
+        self.set_default_balancer(spec);
+        Ok(())
+    }
+
+    /// The groups without a balancer of their own follow `spec` from now on; CONGA's
+    /// overlay starts afresh when the spec changes (the same spec again, as a controller
+    /// that reconnects sends it, keeps what it learned).
+    fn set_default_balancer(&mut self, spec: NamedSpec) {
+        if spec != self.default_balancer {
+            self.conga = overlay_for(&spec);
+            if let Some(o) = &mut self.conga {
+                for p in self.ports.values() {
+                    o.note_rate(line_rate_bps(&p.desc));
+                }
+            }
+        }
         self.default_balancer = spec;
         self.groups.default_changed();
-        Ok(())
     }
 
     fn valid_port_ref(&self, port: u32, packet_out: bool) -> bool {
@@ -1085,12 +1132,28 @@ impl Datapath {
             self.learning_switch(in_port, frame, now_ns);
             return;
         }
-        self.pipeline(in_port, frame, 0, now_ns);
+        let mut frame = frame;
+        let label = self.conga_arrival(&mut frame, now_ns);
+        self.pipeline(in_port, frame, 0, label, now_ns);
     }
 
-    fn pipeline(&mut self, in_port: u32, frame: Vec<u8>, start_table: u8, now_ns: u64) {
+    /// A CONGA switch takes the label off an arriving frame; a leaf reads it and ends it
+    /// there, any other switch keeps it with the packet.
+    fn conga_arrival(&mut self, frame: &mut Vec<u8>, now_ns: u64) -> Option<Label> {
+        let overlay = self.conga.as_mut()?;
+        let label = conga::pop(frame)?;
+        if overlay.leaf.is_none() {
+            return Some(label);
+        }
+        let src_ip = u32::from_be_bytes([frame[26], frame[27], frame[28], frame[29]]);
+        overlay.arrive(&label, src_ip, now_ns);
+        None
+    }
+
+    fn pipeline(&mut self, in_port: u32, frame: Vec<u8>, start_table: u8, label: Option<Label>, now_ns: u64) {
         let key = Key::parse(&frame, in_port);
         let mut pkt = Pkt::new(frame, key, start_table, 0);
+        pkt.conga = label;
         let mark = self.out.len();
         self.run_tables(start_table, &mut pkt, now_ns);
         self.finish(&mut pkt, mark, now_ns);
@@ -1341,12 +1404,18 @@ impl Datapath {
         }
     }
 
-    fn emit(&mut self, port: u32, pkt: &Pkt) {
+    fn emit(&mut self, port: u32, pkt: &Pkt, now_ns: u64) {
         let Some(p) = self.ports.get(&port) else { return };
         if p.desc.config & (OFPPC_NO_FWD | OFPPC_PORT_DOWN) != 0 {
             return;
         }
-        self.out.push(Output { port, frame: pkt.frame.clone(), queue: pkt.queue });
+        let mut frame = pkt.frame.clone();
+        if let Some(label) = pkt.conga {
+            // CE: the most congested port on the path so far, this one included.
+            let here = conga::metric(p.tx_meter.bytes_per_s(now_ns), line_rate_bps(&p.desc));
+            conga::push(&mut frame, &Label { ce: label.ce.max(here), ..label });
+        }
+        self.out.push(Output { port, frame, queue: pkt.queue });
     }
 
     fn output(&mut self, port: u32, max_len: u16, pkt: &mut Pkt, now_ns: u64) {
@@ -1359,15 +1428,15 @@ impl Datapath {
             OFPP_FLOOD | OFPP_ALL => {
                 let targets: Vec<u32> = self.ports.keys().copied().filter(|&p| p != in_port).collect();
                 for p in targets {
-                    self.emit(p, pkt);
+                    self.emit(p, pkt, now_ns);
                 }
             }
-            OFPP_IN_PORT => self.emit(in_port, pkt),
-            OFPP_TABLE => self.pipeline(in_port, pkt.frame.clone(), 0, now_ns),
+            OFPP_IN_PORT => self.emit(in_port, pkt, now_ns),
+            OFPP_TABLE => self.pipeline(in_port, pkt.frame.clone(), 0, pkt.conga, now_ns),
             OFPP_NORMAL => self.learning_switch(in_port, pkt.frame.clone(), now_ns),
             OFPP_LOCAL | OFPP_ANY => {}
             p if p == in_port => {} // only OFPP_IN_PORT may send back out the input port
-            p => self.emit(p, pkt),
+            p => self.emit(p, pkt, now_ns),
         }
     }
 
@@ -1432,18 +1501,26 @@ impl Datapath {
                 let live: Vec<bool> = buckets.iter().map(|b| self.bucket_live(b, depth)).collect();
                 let key = &pkt.key;
                 let ports = PortView(&self.ports);
-                self.groups
-                    .select(
-                        gid,
-                        &live,
-                        &self.default_balancer,
-                        || key.flow_hash(),
-                        now_ns,
-                        &ports,
-                        &mut self.rng,
-                    )
-                    .into_iter()
-                    .collect()
+                // A CONGA leaf decides the path of a host's packet (one without a label).
+                let leaf =
+                    self.conga.as_ref().filter(|o| o.leaf.is_some() && pkt.conga.is_none() && key.is_ipv4);
+                let dst_leaf = leaf.and_then(|o| o.leaf_of(key.ipv4_dst));
+                let paths = leaf.map(|o| LeafPaths { overlay: o, dst_leaf });
+                let chosen = self.groups.select(
+                    gid,
+                    &live,
+                    &self.default_balancer,
+                    || key.flow_hash(),
+                    now_ns,
+                    bytes,
+                    &ports,
+                    paths.as_ref().map(|p| p as &dyn PathMetrics),
+                    &mut self.rng,
+                );
+                if let (Some(bucket), true) = (chosen, paths.is_some()) {
+                    pkt.conga = self.conga.as_mut().and_then(|o| o.label(dst_leaf, bucket, now_ns));
+                }
+                chosen.into_iter().collect()
             }
         };
         if let Some(g) = self.groups.groups.get_mut(&gid) {
@@ -1487,11 +1564,11 @@ impl Datapath {
         };
         match known {
             Some(p) if p == in_port => {}
-            Some(p) => self.emit(p, &pkt),
+            Some(p) => self.emit(p, &pkt, now_ns),
             None => {
                 let targets: Vec<u32> = self.ports.keys().copied().filter(|&p| p != in_port).collect();
                 for p in targets {
-                    self.emit(p, &pkt);
+                    self.emit(p, &pkt, now_ns);
                 }
             }
         }

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use crate::lb::{self, Balancer, Candidate, Pick, PortLoads};
+use crate::lb::{self, Balancer, Candidate, PathMetrics, Pick, PortLoads};
 use crate::ofp::codec::{Action, Bucket, GroupMod, OfpErr};
 use crate::ofp::consts::*;
 use crate::spec::NamedSpec;
@@ -132,14 +132,18 @@ impl Group {
     /// Picks the bucket for a select group with the balancer `spec` names (`spec` must
     /// have been checked with [`lb::build`]; should it fail anyway, the group hashes).
     /// `live[i]` says whether bucket i is usable; `flow_hash` is called only when the
-    /// balancer reads the hash. None when no bucket is live with positive weight.
+    /// balancer reads the hash; `bytes` is the packet's frame length. None when no bucket
+    /// is live with positive weight.
+    #[allow(clippy::too_many_arguments)]
     pub fn select(
         &mut self,
         live: &[bool],
         spec: &NamedSpec,
         flow_hash: impl FnOnce() -> u64,
         now_ns: u64,
+        bytes: usize,
         ports: &dyn PortLoads,
+        paths: Option<&dyn PathMetrics>,
         rng: &mut Rng,
     ) -> Option<usize> {
         let any_weight = self.buckets.iter().zip(live).any(|(b, &l)| l && b.weight > 0);
@@ -164,11 +168,13 @@ impl Group {
         });
         let mut pick = Pick {
             now_ns,
+            bytes,
             flow_hash: if balancer.needs_flow_hash() { flow_hash() } else { 0 },
             total_weight: candidates.iter().map(|c| c.weight).sum(),
             candidates: &candidates,
             n_buckets: self.buckets.len(),
             ports,
+            paths,
             rng,
         };
         let i = balancer.choose(&mut pick);
@@ -326,11 +332,13 @@ impl GroupTable {
         default: &NamedSpec,
         flow_hash: impl FnOnce() -> u64,
         now_ns: u64,
+        bytes: usize,
         ports: &dyn PortLoads,
+        paths: Option<&dyn PathMetrics>,
         rng: &mut Rng,
     ) -> Option<usize> {
         let spec = self.overrides.get(&group_id).unwrap_or(default);
-        self.groups.get_mut(&group_id)?.select(live, spec, flow_hash, now_ns, ports, rng)
+        self.groups.get_mut(&group_id)?.select(live, spec, flow_hash, now_ns, bytes, ports, paths, rng)
     }
 }
 
@@ -360,7 +368,7 @@ mod tests {
     }
 
     fn pick(g: &mut Group, live: &[bool], spec: &str, hash: u64, rng: &mut Rng) -> Option<usize> {
-        g.select(live, &NamedSpec::parse(spec).unwrap(), || hash, 0, &NoLoads, rng)
+        g.select(live, &NamedSpec::parse(spec).unwrap(), || hash, 0, 1500, &NoLoads, None, rng)
     }
 
     #[test]
@@ -389,10 +397,10 @@ mod tests {
             hashed.set(hashed.get() + 1);
             3
         };
-        g.select(&[true, true], &spec, h, 0, &NoLoads, &mut rng);
+        g.select(&[true, true], &spec, h, 0, 1500, &NoLoads, None, &mut rng);
         assert_eq!(hashed.get(), 0);
         let mut g = group(&[1, 1]);
-        g.select(&[true, true], &NamedSpec::named("hash"), h, 0, &NoLoads, &mut rng);
+        g.select(&[true, true], &NamedSpec::named("hash"), h, 0, 1500, &NoLoads, None, &mut rng);
         assert_eq!(hashed.get(), 1);
     }
 
@@ -405,8 +413,9 @@ mod tests {
         t.apply(&GroupMod { group_id: 2, ..add.clone() }, 0).unwrap();
         let rr = NamedSpec::named("rr");
         let mut rng = Rng::new(1);
-        let mut sel =
-            |t: &mut GroupTable, id| t.select(id, &[true, true], &rr, || 0, 0, &NoLoads, &mut rng).unwrap();
+        let mut sel = |t: &mut GroupTable, id| {
+            t.select(id, &[true, true], &rr, || 0, 0, 1500, &NoLoads, None, &mut rng).unwrap()
+        };
         // Smooth round-robin over 3:1 goes 0 0 1 0; a restarted one begins at 0 0 again.
         assert_eq!([sel(&mut t, 1), sel(&mut t, 1), sel(&mut t, 1)], [0, 0, 1]);
         assert_eq!(sel(&mut t, 2), 0);
@@ -433,7 +442,7 @@ mod tests {
         assert_eq!(t.balancer_counters(), vec![], "nothing built yet");
         for now in [0, 10, 20] {
             for id in [1, 2] {
-                t.select(id, &[true, true], &rr, || 9, now, &NoLoads, &mut rng).unwrap();
+                t.select(id, &[true, true], &rr, || 9, now, 1500, &NoLoads, None, &mut rng).unwrap();
             }
         }
         assert_eq!(t.balancer_counters(), vec![(2, "letflow", vec![("flowlets", 1), ("path_changes", 0)])]);

@@ -2,7 +2,8 @@
 //!
 //! Module map: [`ofp`] wire codec, [`packet`] frame parsing and rewrites, [`flow`] flow
 //! tables and [`flowindex`] their lookup index, [`nx`] Nicira extensions (datapath side),
-//! [`group`] groups, [`lb`] load balancers (a select group's bucket choice), [`datapath`]
+//! [`group`] groups, [`lb`] load balancers (a select group's bucket choice), [`conga`]
+//! CONGA's in-band congestion labels and leaf tables, [`datapath`]
 //! the I/O-free switch logic, [`linkem`] egress link emulation, [`qdisc`] queue
 //! disciplines, [`spec`] plug-ins chosen by name with options, [`units`] rates, durations
 //! and sizes, [`qhist`] time-weighted queue-length histograms, [`ports`] a frame's path
@@ -12,6 +13,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod conga;
 pub mod conn;
 pub mod datapath;
 pub mod flow;

@@ -505,7 +505,20 @@ impl Switch {
             c.insert_str(1, &format!("\"group\":{group},"));
             s.push_str(&c);
         }
-        s.push_str("]}\n");
+        s.push(']');
+        if let Some(o) = &self.dp.conga {
+            let mut counters = vec![
+                ("labels_in", o.labels_in),
+                ("feedback_in", o.feedback_in),
+                ("feedback_out", o.feedback_out),
+            ];
+            if let Some(leaf) = o.leaf {
+                counters.insert(0, ("leaf", leaf as u64));
+            }
+            s.push_str(",\"overlay\":");
+            s.push_str(&qdisc::counters_json("conga", &counters));
+        }
+        s.push_str("}\n");
         s
     }
 

@@ -639,3 +639,105 @@ fn letflow_keeps_a_flowlet_for_the_timeout_scaled_to_the_ports_rate() {
     let picks: Vec<u32> = (0..50).map(|i| through(&mut dp, &mut ports, udp(7, 9), i * 100 * MS)).collect();
     assert!(picks.contains(&2) && picks.contains(&3), "{picks:?}");
 }
+
+/// A switch with ports 1..=3 at 10 Mbit/s and the switch default balancer `spec`: port
+/// 1 faces a host (its packets take select group 1 over ports 2 and 3), and what comes in
+/// on 2 or 3 goes out on 1 (a leaf; read 1 as "down" and 2, 3 as "up" for a spine).
+fn conga_switch(spec: &str) -> Datapath {
+    let mut dp = dp_with(SelectMode::Hash, FailMode::Secure, 0);
+    for p in 1..=3u32 {
+        let desc = PortDesc { port_no: p, curr_speed: 10_000, ..Default::default() };
+        dp.add_port(desc, true, 0);
+    }
+    dp.set_switch_balancer(dcnlab_switch::spec::NamedSpec::parse(spec).unwrap()).unwrap();
+    select_group(&mut dp, 1, OFPGT_SELECT, vec![(1, OFPP_ANY, 2), (1, OFPP_ANY, 3)]);
+    add_flow(&mut dp, 0, 10, vec![basic(0, &1u32.to_be_bytes())], apply(vec![Action::Group(1)]));
+    for p in 2..=3u32 {
+        add_flow(&mut dp, 0, 10, vec![basic(0, &p.to_be_bytes())], apply(vec![out(1)]));
+    }
+    dp
+}
+
+/// UDP/IPv4 from 10.0.0.`src` to 10.0.0.`dst`, source port `sport`.
+fn udp_between(src: u8, dst: u8, sport: u16) -> Vec<u8> {
+    let mut f = udp(sport, 9);
+    f[29] = src;
+    f[33] = dst;
+    f[24..26].copy_from_slice(&[0, 0]);
+    let c = dcnlab_switch::packet::inet_csum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+/// Sends `frame` in on `port` at `now_ns`; the one frame out and its port.
+fn one_out(dp: &mut Datapath, port: u32, frame: Vec<u8>, now_ns: u64) -> (u32, Vec<u8>) {
+    dp.process_packet(port, frame, now_ns);
+    let mut out: Vec<_> = dp.out.drain(..).collect();
+    assert_eq!(out.len(), 1, "one frame out");
+    let o = out.pop().unwrap();
+    (o.port, o.frame)
+}
+
+fn label_of(frame: &[u8]) -> dcnlab_switch::conga::Label {
+    assert_eq!(&frame[12..14], &[0x88, 0x47], "an MPLS-labelled frame");
+    dcnlab_switch::conga::Label::decode([frame[14], frame[15], frame[16], frame[17]])
+}
+
+#[test]
+fn conga_labels_carry_congestion_to_the_destination_leaf_and_feedback_back() {
+    const MS: u64 = 1_000_000;
+    let mut leaf1 = conga_switch("conga/leaf=1/timeout=1ms");
+    let mut spine = conga_switch("conga");
+    let mut leaf2 = conga_switch("conga/leaf=2/timeout=1ms");
+    // 10.0.0.1 (behind leaf 1) to 10.0.0.2 (behind leaf 2): leaf 1 labels it with its id
+    // and the bucket it chose; it knows nothing of leaf 2 yet, so no feedback.
+    let plain = udp_between(1, 2, 7);
+    let (up, f) = one_out(&mut leaf1, 1, plain.clone(), 0);
+    let tag = (up - 2) as u8;
+    assert_eq!(label_of(&f), dcnlab_switch::conga::Label { src_leaf: 1, lbtag: tag, ce: 0, feedback: None });
+    assert_eq!(f.len(), plain.len() + 4);
+    // The spine's ways on (it hashes; the path was leaf 1's to choose) are busy: 100 kB
+    // admitted in the last moments at 10 Mbit/s, about two thirds of the rate (metric 5
+    // of 7); CE takes it.
+    for p in 2..=3 {
+        spine.ports.get_mut(&p).unwrap().tx_meter.add(100_000, MS);
+    }
+    let (_, f) = one_out(&mut spine, 1, f, MS);
+    assert_eq!(label_of(&f).ce, 5);
+    // Leaf 2 ends the label: the host gets the frame as it was sent.
+    let (down, f) = one_out(&mut leaf2, 2, f, MS);
+    assert_eq!((down, f), (1, plain));
+    // Its answer carries leaf 1's path metric back as feedback.
+    let (_, back) = one_out(&mut leaf2, 1, udp_between(2, 1, 9), 2 * MS);
+    let l = label_of(&back);
+    assert_eq!((l.src_leaf, l.feedback), (2, Some((tag, 5))));
+    let (_, f) = one_out(&mut leaf1, 2, back, 2 * MS);
+    assert_eq!(f, udp_between(2, 1, 9));
+    // Leaf 1's next flowlets to leaf 2 avoid the congested bucket.
+    for (i, sport) in (100..120u16).enumerate() {
+        let (up2, f) = one_out(&mut leaf1, 1, udp_between(1, 2, sport), (3 + i as u64) * MS);
+        assert_ne!(up2, up, "flow {sport}");
+        assert_eq!(label_of(&f).feedback, Some((l.lbtag, 0)), "leaf 2's uplink as leaf 1 saw it");
+    }
+    let overlay = leaf1.conga.as_ref().unwrap();
+    assert_eq!((overlay.labels_in, overlay.feedback_in), (1, 1));
+    assert!(spine.conga.as_ref().unwrap().leaf.is_none());
+}
+
+#[test]
+fn a_switch_without_conga_neither_labels_nor_pops() {
+    let mut dp = conga_switch("hash");
+    let plain = udp_between(1, 2, 7);
+    let (_, f) = one_out(&mut dp, 1, plain.clone(), 0);
+    assert_eq!(f, plain);
+    assert!(dp.conga.is_none());
+    // Another default balancer ends the overlay; the same spec again keeps what it learned.
+    let mut leaf = conga_switch("conga/leaf=1");
+    let (_, f) = one_out(&mut leaf, 1, plain.clone(), 0);
+    let mut far = conga_switch("conga/leaf=2");
+    one_out(&mut far, 2, f, 0);
+    far.set_switch_balancer(dcnlab_switch::spec::NamedSpec::parse("conga/leaf=2").unwrap()).unwrap();
+    assert_eq!(far.conga.as_ref().unwrap().labels_in, 1);
+    far.set_switch_balancer(dcnlab_switch::spec::NamedSpec::parse("hash").unwrap()).unwrap();
+    assert!(far.conga.is_none());
+}

@@ -13,18 +13,22 @@ fn datapath() -> Datapath {
     common::datapath(SelectMode::Random, FailMode::Secure, 2, 3)
 }
 
-fn vectors() -> Vec<Vec<u8>> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/of13.json");
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    doc["vectors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| {
-            let s = v["hex"].as_str().unwrap();
-            (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-        })
-        .collect()
+/// Ryu's encodings (tests/vectors/of13.json), read once for every case.
+fn vectors() -> &'static [Vec<u8>] {
+    static VECTORS: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+    VECTORS.get_or_init(|| {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/of13.json");
+        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        doc["vectors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                let s = v["hex"].as_str().unwrap();
+                (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+            })
+            .collect()
+    })
 }
 
 /// The Nicira-extension fixtures Ryu encoded (tests/fixtures/nx_of13.json).
@@ -156,12 +160,44 @@ proptest! {
     fn random_frames_through_the_pipeline(frame in proptest::collection::vec(any::<u8>(), 0..200)) {
         let mut dp = datapath();
         // A table-miss to the controller plus a select group exercise parse and hash paths.
-        let vs = vectors();
-        for v in &vs {
+        for v in vectors() {
             dp.handle_raw(v, 0);
         }
         dp.ctrl.clear();
         dp.out.clear();
         dp.process_packet(1, frame, 0);
+    }
+}
+
+proptest! {
+    // Each case installs every Ryu vector into two datapaths: fewer cases than above.
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_and_labelled_frames_through_conga_switches(
+        mut frame in proptest::collection::vec(any::<u8>(), 0..200),
+        mpls in any::<bool>(),
+        label in any::<[u8; 4]>(),
+    ) {
+        // Frames that look like the overlay's (MPLS ethertype, any label, bottom of stack
+        // or not, truncated) into a CONGA leaf and a switch between leaves.
+        if mpls && frame.len() >= 18 {
+            frame[12..14].copy_from_slice(&[0x88, 0x47]);
+            frame[14..18].copy_from_slice(&label);
+        }
+        for spec in ["conga/leaf=3", "conga"] {
+            let mut dp = datapath();
+            dp.set_switch_balancer(dcnlab_switch::spec::NamedSpec::parse(spec).unwrap()).unwrap();
+            for v in vectors() {
+                dp.handle_raw(v, 0);
+            }
+            dp.ctrl.clear();
+            dp.out.clear();
+            dp.process_packet(1, frame.clone(), 0);
+            dp.process_packet(2, frame.clone(), 1);
+            for o in dp.out.drain(..) {
+                prop_assert!(o.port == 1 || o.port == 2);
+            }
+        }
     }
 }

@@ -153,10 +153,10 @@ fn abq_experimenter_vectors_from_the_app_encoder() {
     }
 }
 
-/// The SET_GROUP_BALANCER bodies written by the Python encoder (apps/spray.py) decode to
-/// the group and spec it meant and take effect, as GET_GROUP_BALANCER (and, for the
-/// built-in modes, GET_GROUP_SELECT_MODE) then report; the malformed ones get the
-/// documented OpenFlow errors.
+/// The SET_GROUP_BALANCER bodies written by the Python encoder
+/// (controller/switch_balancer.py) decode to the group and spec it meant and take effect,
+/// as GET_GROUP_BALANCER (and, for the built-in modes, GET_GROUP_SELECT_MODE) then report;
+/// the malformed ones get the documented OpenFlow errors.
 #[test]
 fn balancer_experimenter_vectors_from_the_app_encoder() {
     use dcnlab_switch::ofp::dcnlab::{decode, decode_balancer_reply, DcnlabRequest};

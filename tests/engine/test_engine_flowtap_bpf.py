@@ -74,6 +74,23 @@ def test_udp_ip_options_and_other_frames(tap: flowtap.FlowTap) -> None:
     assert stats == {"seen": 5, "counted": 2, "lost": 0}
 
 
+def test_ipv4_under_congas_mpls_label_is_counted(tap: flowtap.FlowTap) -> None:
+    """switch_ext's CONGA overlay puts one MPLS label (bottom of stack) before the IPv4
+    header on fabric links: the tap reads the packet behind it and counts the label's
+    bytes with the frame's; a label that is not the bottom of its stack is not read."""
+    plain = flowtap.frame("10.0.0.6", "10.0.1.6", 30006, 5001, payload=100)
+    label = struct.pack("!I", (0x12345 << 12) | (1 << 8) | 64)  # bottom of stack, TTL 64
+    labelled = plain[:12] + b"\x88\x47" + label + plain[14:]
+    not_bottom = plain[:12] + b"\x88\x47" + struct.pack("!I", (0x12345 << 12) | 64) \
+        + plain[14:]
+    for f in (labelled, labelled, not_bottom):
+        assert tap.test_run(f)[0] == TC_ACT_OK
+    [entry] = tap.entries()
+    assert (entry.src, entry.dport, entry.pkts, entry.bytes) == (
+        "10.0.0.6", 5001, 2, 2 * len(labelled))
+    assert tap.stats() == {"seen": 3, "counted": 2, "lost": 0}
+
+
 def test_a_repeated_flow_costs_one_map_entry(tap: flowtap.FlowTap) -> None:
     data = flowtap.frame("10.0.0.1", "10.0.1.1", 30001, 5001, payload=100)
     ret, _ns = tap.test_run(data, repeat=1000)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from dcnlab.benchmarks.engine import switch_stats
+from dcnlab.benchmarks.engine import netstats, switch_stats
 from dcnlab.schemes.base import SwitchColumns
 
 DECL = SwitchColumns(section="ingress", kind="abq",
@@ -56,3 +56,31 @@ def test_summary_and_render_show_only_schemes_that_ran_it() -> None:
     text = switch_stats.render(summary, ["ecn", "abq"], "senders")
     assert "ABQ ACKs held" in text and "abq" in text and "ecn" not in text.split("\n")[2]
     assert switch_stats.render(switch_stats.summarize(rows[2:]), ["ecn"], "senders") == ""
+
+
+def test_balancer_counters_are_read_per_group_from_the_stats_lines() -> None:
+    """Section "balancer": the select groups whose load balancer is the declared kind,
+    from the stats lines' ``balancers`` (netstats.balancers), next to the ports."""
+    decl = SwitchColumns(section="balancer", kind="letflow",
+                         counters={"flowlets": "flowlets", "path_changes": "moved"})
+
+    def line(s1: int, s1_moved: int, s2: int) -> dict:
+        return {"s1": {"ports": [_port(0, 0, 0, [[0, 1]])],
+                       "balancers": [{"group": 1, "kind": "letflow", "flowlets": s1,
+                                      "path_changes": s1_moved},
+                                     {"group": 2, "kind": "hash"}]},
+                "s2": {"ports": [], "balancers": [{"group": 1, "kind": "letflow",
+                                                   "flowlets": s2, "path_changes": 0}]}}
+
+    before, after = line(10, 4, 0), line(25, 9, 3)
+    groups = netstats.balancers(after)
+    assert sorted(groups) == ["s1:group1", "s1:group2", "s2:group1"]
+    assert groups["s1:group1"]["balancer"]["flowlets"] == 25
+    assert sorted(netstats.ports(after)) == ["s1:1"]
+    row = switch_stats.run_row(
+        {**netstats.ports(before), **netstats.balancers(before)},
+        {**netstats.ports(after), **netstats.balancers(after)}, [decl])
+    assert row == {"flowlets": 15 + 3, "moved": 5}
+    # a group first seen after the "before" line counts from zero
+    assert switch_stats.run_row({}, netstats.balancers(after), [decl])["flowlets"] == 28
+    assert {"letflow_flowlets", "flowcell_cells"} <= set(switch_stats.COLUMNS)

@@ -39,7 +39,7 @@ def test_spray_splits_one_flow_evenly(mode: str) -> None:
     with Network(spec, app="dcnlab.apps.spray", switch="ext",
                  app_env={"DCNLAB_SELECT_MODE": mode}) as net:
         state = net.state() or {}
-        assert state["counters"].get("per_packet_switches") == 20, state
+        assert state["counters"].get("balanced_switches") == 20, state
         src, dst = inter_pod_pairs(spec, 1)[0]
         done, share = one_flow_split(net, src, dst)
         assert done

@@ -24,7 +24,7 @@ from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
 
 from dcnlab.apps.abq import set_port_abq_body
-from dcnlab.apps.spray import group_balancer_body
+from dcnlab.controller.switch_balancer import group_balancer_body
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -461,8 +461,8 @@ def messages():
     for name, body in ABQ_BAD_BODIES:
         yield name, parser.OFPExperimenter(DP, DCNLAB_EXPERIMENTER, 4, body), False
 
-    # SET_GROUP_BALANCER bodies from the app's own encoder (apps/spray.py), checked the
-    # same way.
+    # SET_GROUP_BALANCER bodies from the apps' own encoder (controller/switch_balancer.py),
+    # checked the same way.
     for name, kw in BALANCER_BODIES:
         body = group_balancer_body(**kw)
         yield name, parser.OFPExperimenter(DP, DCNLAB_EXPERIMENTER, 5, body), True

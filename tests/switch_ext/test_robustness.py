@@ -181,7 +181,8 @@ def test_fail_modes_without_controller(line, switch_binary, fake):
         (["--name", "s1", "--port", "1=lo,rate=10Q"], "rate '10Q'"),
         (["--name", "s1"], "--port"),
         (["--name", "s1", "--port", "1=lo", "--select-mode", "spray"],
-         "unknown load balancer 'spray' (known: hash, rr, random, letflow, drill)"),
+         "unknown load balancer 'spray' (known: hash, rr, random, letflow, drill, flowcell, "
+         "conga)"),
         (["--name", "s1", "--port", "1=lo,ingress=nosuch/k=20p"],
          "--port '1=lo,ingress=nosuch/k=20p': unknown ingress discipline 'nosuch'"),
         (["--name", "s1", "--port", "1=lo,rate=10M,egress=droptail/k=5p"],

@@ -245,7 +245,8 @@ def test_load_balancers_known_here_are_switch_exts() -> None:
 
 
 @pytest.mark.parametrize(("text", "why"), [
-    ("spray", "unknown load balancer 'spray'; known: hash, rr, random, letflow, drill"),
+    ("spray", "unknown load balancer 'spray'; known: hash, rr, random, letflow, drill, "
+              "flowcell, conga"),
     ("rr/k=1", "load balancer 'rr' has no option 'k'; known: none"),
     ("RR", "expected NAME[/KEY=VALUE]"),
     ("rr/", "expected NAME[/KEY=VALUE]"),

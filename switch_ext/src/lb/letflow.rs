@@ -14,53 +14,21 @@
 //!   the fabric's base RTT passes its own.
 //! - `table=N`: entries in the flowlet table, 1..=1048576 (default 4096).
 
-use super::{by_weight, Balancer, Candidate, Pick};
+use super::flowlet::{duration_option, table_option, FlowletTable, DEFAULT_TABLE};
+use super::{by_weight, Balancer, Pick};
 use crate::spec::unknown_option;
-use crate::units::parse_duration_ns;
 
 pub const NAME: &str = "letflow";
 const OPTIONS: &[&str] = &["timeout", "table"];
 
-/// The paper's flowlet timeout and the rate it was chosen for.
-const PAPER_TIMEOUT_NS: f64 = 500_000.0;
-const PAPER_RATE_BPS: f64 = 10e9;
-const DEFAULT_TABLE: usize = 4096;
-const MAX_TABLE: usize = 1 << 20;
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Entry {
-    last_ns: u64,
-    /// u32 keeps an entry at 16 bytes: a table of 4096 takes 64 KiB per group.
-    bucket: u32,
-    used: bool,
-}
-
 #[derive(Debug)]
 pub struct LetFlow {
-    /// None: derive on the first packet from the ports' rates.
-    timeout_ns: Option<u64>,
-    table: Vec<Entry>,
-    /// Flowlets started (a first packet, or one after an idle gap or a dead bucket).
-    pub flowlets: u64,
-    /// Flowlets that took another bucket than their entry's previous one.
-    pub path_changes: u64,
+    pub flowlets: FlowletTable,
 }
 
 impl LetFlow {
     pub fn new(timeout_ns: Option<u64>, table: usize) -> LetFlow {
-        LetFlow { timeout_ns, table: vec![Entry::default(); table], flowlets: 0, path_changes: 0 }
-    }
-
-    /// The default timeout for these candidates (see the module doc).
-    fn scaled_timeout(pick: &Pick<'_>) -> u64 {
-        let slowest = pick
-            .candidates
-            .iter()
-            .filter_map(|c: &Candidate| c.port.and_then(|p| pick.ports.load(p, pick.now_ns)))
-            .filter_map(|l| l.line_rate_bps)
-            .min();
-        let rate = slowest.map_or(PAPER_RATE_BPS, |r| r as f64);
-        (PAPER_TIMEOUT_NS * PAPER_RATE_BPS / rate) as u64
+        LetFlow { flowlets: FlowletTable::new(timeout_ns, table) }
     }
 }
 
@@ -70,7 +38,7 @@ impl Balancer for LetFlow {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        vec![("flowlets", self.flowlets), ("path_changes", self.path_changes)]
+        vec![("flowlets", self.flowlets.started), ("path_changes", self.flowlets.path_changes)]
     }
 
     fn needs_flow_hash(&self) -> bool {
@@ -78,26 +46,8 @@ impl Balancer for LetFlow {
     }
 
     fn choose(&mut self, pick: &mut Pick<'_>) -> usize {
-        let timeout = *self.timeout_ns.get_or_insert_with(|| LetFlow::scaled_timeout(pick));
-        let slot = (pick.flow_hash % self.table.len() as u64) as usize;
-        let e = self.table[slot];
-        let live =
-            if e.used { pick.candidates.iter().position(|c| c.bucket == e.bucket as usize) } else { None };
-        let idle = pick.now_ns.saturating_sub(e.last_ns) > timeout;
-        let i = match live {
-            Some(i) if !idle => i,
-            _ => {
-                self.flowlets += 1;
-                let i = by_weight(pick.candidates, pick.rng.below(pick.total_weight));
-                if e.used && pick.candidates[i].bucket != e.bucket as usize {
-                    self.path_changes += 1;
-                }
-                i
-            }
-        };
-        self.table[slot] =
-            Entry { last_ns: pick.now_ns, bucket: pick.candidates[i].bucket as u32, used: true };
-        i
+        // a new flowlet: a bucket at random, in proportion to weight
+        self.flowlets.choose(pick, |p, _| by_weight(p.candidates, p.rng.below(p.total_weight)))
     }
 }
 
@@ -106,19 +56,8 @@ pub fn build(opts: &[(String, String)]) -> Result<Box<dyn Balancer>, String> {
     let mut table = DEFAULT_TABLE;
     for (k, v) in opts {
         match k.as_str() {
-            "timeout" => {
-                let ns = parse_duration_ns(v).map_err(|e| format!("option timeout={v}: {e}"))?;
-                if ns == 0 {
-                    return Err(format!("option timeout={v}: must be positive"));
-                }
-                timeout = Some(ns)
-            }
-            "table" => {
-                table = match v.parse::<usize>() {
-                    Ok(n) if (1..=MAX_TABLE).contains(&n) => n,
-                    _ => return Err(format!("option table={v}: expected 1..={MAX_TABLE} entries")),
-                }
-            }
+            "timeout" => timeout = Some(duration_option(k, v)?),
+            "table" => table = table_option(v)?,
             _ => return Err(unknown_option(k, OPTIONS)),
         }
     }
@@ -130,7 +69,7 @@ mod tests {
     use super::*;
     use crate::group::Rng;
     use crate::lb::testing::{candidates, choose, Loads};
-    use crate::lb::{NoLoads, PortLoad};
+    use crate::lb::{Candidate, NoLoads, PortLoad};
 
     const US: u64 = 1_000;
 
@@ -153,7 +92,7 @@ mod tests {
         let mut b = LetFlow::new(Some(500 * US), 64);
         let p = path(&mut b, &c, 42, 1000, 499 * US, &mut rng);
         assert!(p.iter().all(|&x| x == p[0]), "{p:?}");
-        assert_eq!((b.flowlets, b.path_changes), (1, 0));
+        assert_eq!((b.flowlets.started, b.flowlets.path_changes), (1, 0));
     }
 
     #[test]
@@ -162,11 +101,11 @@ mod tests {
         let mut rng = Rng::new(3);
         let mut b = LetFlow::new(Some(500 * US), 64);
         let p = path(&mut b, &c, 42, 400, 501 * US, &mut rng);
-        assert_eq!(b.flowlets, 400);
+        assert_eq!(b.flowlets.started, 400);
         let used: std::collections::HashSet<_> = p.iter().collect();
         assert_eq!(used.len(), 4, "random choice reaches every bucket");
         // A new flowlet keeps its bucket with probability 1/4: about 300 of 399 change.
-        assert!((250..=350).contains(&b.path_changes), "{}", b.path_changes);
+        assert!((250..=350).contains(&b.flowlets.path_changes), "{}", b.flowlets.path_changes);
     }
 
     #[test]
@@ -178,15 +117,15 @@ mod tests {
         c.retain(|x| x.bucket != first);
         let other = choose(&mut b, &c, 7, US, &NoLoads, &mut rng);
         assert_ne!(other, first);
-        assert_eq!((b.flowlets, b.path_changes), (2, 1));
+        assert_eq!((b.flowlets.started, b.flowlets.path_changes), (2, 1));
         // Another flow (another table entry) starts its own flowlet.
         choose(&mut b, &c, 8, 2 * US, &NoLoads, &mut rng);
-        assert_eq!(b.flowlets, 3);
+        assert_eq!(b.flowlets.started, 3);
         // Flows whose hashes share an entry share it (a 1-entry table): no new flowlet.
         let mut one = LetFlow::new(Some(500 * US), 1);
         let a = choose(&mut one, &c, 1, 0, &NoLoads, &mut rng);
         assert_eq!(choose(&mut one, &c, 2, US, &NoLoads, &mut rng), a);
-        assert_eq!(one.flowlets, 1);
+        assert_eq!(one.flowlets.started, 1);
     }
 
     #[test]
@@ -209,10 +148,10 @@ mod tests {
         }
         let mut b = LetFlow::new(None, 16);
         choose(&mut b, &c, 1, 0, &loads, &mut rng);
-        assert_eq!(b.timeout_ns, Some(500_000_000), "500 us at 10 Gbit/s is 500 ms at 10 Mbit/s");
+        assert_eq!(b.flowlets.timeout_ns, Some(500_000_000), "500 us at 10 Gbit/s is 500 ms at 10 Mbit/s");
         let mut unshaped = LetFlow::new(None, 16);
         choose(&mut unshaped, &c, 1, 0, &NoLoads, &mut rng);
-        assert_eq!(unshaped.timeout_ns, Some(500 * US));
+        assert_eq!(unshaped.flowlets.timeout_ns, Some(500 * US));
     }
 
     #[test]

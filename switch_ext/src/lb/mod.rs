@@ -9,12 +9,16 @@
 //! exactly when the group's configuration does.
 //!
 //! A balancer sees, per packet, the group's live buckets of positive weight
-//! ([`Candidate`], with the egress port each sends to), the time, the packet's flow hash
-//! when it asks for it, and read access to those ports' egress queues and transmit rates
-//! ([`PortLoads`]). Adding a balancer = one file here plus one line in [`BALANCERS`]
+//! ([`Candidate`], with the egress port each sends to), the time, the packet's length,
+//! its flow hash when it asks for it, read access to those ports' egress queues and
+//! transmit rates ([`PortLoads`]) and, where the switch decides the packet's whole path
+//! (a CONGA leaf), what the fabric reported of each bucket's path ([`PathMetrics`]). Adding a balancer = one file here plus one line in [`BALANCERS`]
 //! (switch_ext/README.md, "How to add a load balancer").
 
+pub mod conga;
 pub mod drill;
+pub mod flowcell;
+pub mod flowlet;
 pub mod hash;
 pub mod letflow;
 pub mod random;
@@ -64,9 +68,20 @@ impl PortLoads for NoLoads {
     }
 }
 
+/// What the fabric has reported back about the paths through this group's buckets
+/// towards the packet's destination (CONGA's congestion-to-leaf table), on a switch that
+/// learns it and for a packet it makes the path decision for.
+pub trait PathMetrics {
+    /// The congestion metric (0..=7) of the path through bucket `bucket` now; None when
+    /// nothing (fresh) is known.
+    fn metric(&self, bucket: usize, now_ns: u64) -> Option<u8>;
+}
+
 /// One packet's choice.
 pub struct Pick<'a> {
     pub now_ns: u64,
+    /// The packet's frame length in bytes.
+    pub bytes: usize,
     /// The packet's flow hash ([`crate::packet::Key::flow_hash`]: L2 to L4 addresses and
     /// ports) when the balancer asks for it ([`Balancer::needs_flow_hash`]), else 0.
     pub flow_hash: u64,
@@ -77,6 +92,9 @@ pub struct Pick<'a> {
     /// Buckets in the group, live or not (for state kept per bucket).
     pub n_buckets: usize,
     pub ports: &'a dyn PortLoads,
+    /// The paths' metrics, where the switch decides this packet's path end to end (a
+    /// CONGA leaf sending a host's packet); None elsewhere.
+    pub paths: Option<&'a dyn PathMetrics>,
     pub rng: &'a mut Rng,
 }
 
@@ -106,6 +124,8 @@ pub const BALANCERS: &[(&str, BalancerCtor)] = &[
     (random::NAME, random::build),
     (letflow::NAME, letflow::build),
     (drill::NAME, drill::build),
+    (flowcell::NAME, flowcell::build),
+    (conga::NAME, conga::build),
 ];
 
 /// Builds a balancer; the error names it and the bad option.
@@ -130,6 +150,19 @@ pub fn by_weight(candidates: &[Candidate], target: u64) -> usize {
         }
     }
     candidates.len() - 1
+}
+
+/// A time constant given for 10 Gbit/s (LetFlow's flowlet timeout, CONGA's ageing) as
+/// the same number of full-size frame times at the line rate of the slowest port the
+/// candidates send to; unchanged when no candidate's port has a rate.
+pub fn scaled_to_slowest_port(pick: &Pick<'_>, ns_at_10g: f64) -> u64 {
+    let slowest = pick
+        .candidates
+        .iter()
+        .filter_map(|c| c.port.and_then(|p| pick.ports.load(p, pick.now_ns)))
+        .filter_map(|l| l.line_rate_bps)
+        .min();
+    (ns_at_10g * 10e9 / slowest.map_or(10e9, |r| r as f64)) as u64
 }
 
 /// An exponentially decaying byte counter read as a rate: bytes admitted are added and
@@ -199,7 +232,8 @@ pub(crate) mod testing {
         }
     }
 
-    /// Runs one choice over `cands` at `now_ns`; returns the chosen bucket.
+    /// Runs one choice over `cands` at `now_ns` for a full-size frame; returns the
+    /// chosen bucket.
     pub fn choose(
         b: &mut dyn Balancer,
         cands: &[Candidate],
@@ -208,10 +242,61 @@ pub(crate) mod testing {
         ports: &dyn PortLoads,
         rng: &mut Rng,
     ) -> usize {
+        choose_sized(b, cands, flow_hash, now_ns, 1500, ports, rng)
+    }
+
+    /// [`choose`] for a frame of `bytes`.
+    pub fn choose_sized(
+        b: &mut dyn Balancer,
+        cands: &[Candidate],
+        flow_hash: u64,
+        now_ns: u64,
+        bytes: usize,
+        ports: &dyn PortLoads,
+        rng: &mut Rng,
+    ) -> usize {
+        run(b, cands, flow_hash, now_ns, bytes, ports, None, rng)
+    }
+
+    /// [`choose`] at a switch that knows the paths' metrics.
+    pub fn choose_with_paths(
+        b: &mut dyn Balancer,
+        cands: &[Candidate],
+        flow_hash: u64,
+        now_ns: u64,
+        ports: &dyn PortLoads,
+        paths: &dyn PathMetrics,
+        rng: &mut Rng,
+    ) -> usize {
+        run(b, cands, flow_hash, now_ns, 1500, ports, Some(paths), rng)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        b: &mut dyn Balancer,
+        cands: &[Candidate],
+        flow_hash: u64,
+        now_ns: u64,
+        bytes: usize,
+        ports: &dyn PortLoads,
+        paths: Option<&dyn PathMetrics>,
+        rng: &mut Rng,
+    ) -> usize {
         let total_weight = cands.iter().map(|c| c.weight).sum();
         let n_buckets = cands.iter().map(|c| c.bucket + 1).max().unwrap_or(0);
-        let mut p = Pick { now_ns, flow_hash, candidates: cands, total_weight, n_buckets, ports, rng };
+        let mut p =
+            Pick { now_ns, bytes, flow_hash, candidates: cands, total_weight, n_buckets, ports, paths, rng };
         cands[b.choose(&mut p)].bucket
+    }
+
+    /// Path metrics set by hand, by bucket.
+    #[derive(Default)]
+    pub struct Paths(pub HashMap<usize, u8>);
+
+    impl PathMetrics for Paths {
+        fn metric(&self, bucket: usize, _now_ns: u64) -> Option<u8> {
+            self.0.get(&bucket).copied()
+        }
     }
 }
 
@@ -222,7 +307,10 @@ mod tests {
     #[test]
     fn registry_refuses_unknown_names_and_options() {
         let e = |s: &str| build(&NamedSpec::parse(s).unwrap()).expect_err("refused");
-        assert_eq!(e("spray"), "unknown load balancer 'spray' (known: hash, rr, random, letflow, drill)");
+        assert_eq!(
+            e("spray"),
+            "unknown load balancer 'spray' (known: hash, rr, random, letflow, drill, flowcell, conga)"
+        );
         assert_eq!(e("hash/fields=l3"), "load balancer 'hash': unknown option 'fields' (known: none)");
         for name in names() {
             assert!(build(&NamedSpec::named(name)).is_ok(), "{name}");
