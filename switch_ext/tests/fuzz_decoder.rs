@@ -13,37 +13,20 @@ fn datapath() -> Datapath {
     common::datapath(SelectMode::Random, FailMode::Secure, 2, 3)
 }
 
+/// The bytes of each entry of `list` in `file` (its `hex`).
+fn hex_entries(file: &str, list: &str) -> Vec<Vec<u8>> {
+    common::json_list(file, list).iter().map(|v| common::unhex(v["hex"].as_str().unwrap())).collect()
+}
+
 /// Ryu's encodings (tests/vectors/of13.json), read once for every case.
 fn vectors() -> &'static [Vec<u8>] {
     static VECTORS: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
-    VECTORS.get_or_init(|| {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/of13.json");
-        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        doc["vectors"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| {
-                let s = v["hex"].as_str().unwrap();
-                (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-            })
-            .collect()
-    })
+    VECTORS.get_or_init(|| hex_entries("tests/vectors/of13.json", "vectors"))
 }
 
 /// The Nicira-extension fixtures Ryu encoded (tests/fixtures/nx_of13.json).
 fn nx_fixtures() -> Vec<Vec<u8>> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nx_of13.json");
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    doc["fixtures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| {
-            let s = v["hex"].as_str().unwrap();
-            (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-        })
-        .collect()
+    hex_entries("tests/fixtures/nx_of13.json", "fixtures")
 }
 
 /// A TCP/IPv4 frame, for running whatever actions got installed.

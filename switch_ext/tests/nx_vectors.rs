@@ -16,16 +16,8 @@ struct Fixture {
     bytes: Vec<u8>,
 }
 
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-}
-
 fn fixtures() -> Vec<Fixture> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nx_of13.json");
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    doc["fixtures"]
-        .as_array()
-        .unwrap()
+    common::json_list("tests/fixtures/nx_of13.json", "fixtures")
         .iter()
         .map(|v| Fixture {
             name: v["name"].as_str().unwrap().to_string(),
@@ -33,7 +25,7 @@ fn fixtures() -> Vec<Fixture> {
             error: v["error"]
                 .as_array()
                 .map(|e| (e[0].as_u64().unwrap() as u16, e[1].as_u64().unwrap() as u16)),
-            bytes: unhex(v["hex"].as_str().unwrap()),
+            bytes: common::unhex(v["hex"].as_str().unwrap()),
         })
         .collect()
 }

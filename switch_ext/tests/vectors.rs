@@ -7,21 +7,15 @@ use dcnlab_switch::group::SelectMode;
 use dcnlab_switch::ofp::codec::{Body, Msg, PortDesc};
 use dcnlab_switch::ofp::consts::*;
 
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-}
+mod common;
 
 fn vectors() -> Vec<(String, Vec<u8>, bool)> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/of13.json");
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    doc["vectors"]
-        .as_array()
-        .unwrap()
+    common::json_list("tests/vectors/of13.json", "vectors")
         .iter()
         .map(|v| {
             (
                 v["name"].as_str().unwrap().to_string(),
-                unhex(v["hex"].as_str().unwrap()),
+                common::unhex(v["hex"].as_str().unwrap()),
                 v["dp_ok"].as_bool().unwrap(),
             )
         })
