@@ -294,10 +294,14 @@ def rated_net() -> Any:
 @needs_root
 def test_rate_10m_reaches_the_switch(rated_net: Network) -> None:
     h1, h2 = rated_net.host("h1"), rated_net.host("h2")
-    result = _iperf3(h1, h2, "-t 5")
-    mbit = result["end"]["sum_received"]["bits_per_second"] / 1e6
-    # 1448 payload bytes per 1514-byte frame at 10 Mbit/s is 9.56 Mbit/s of goodput.
-    assert 9.0 <= mbit <= 10.0, mbit
+    # -R: h2 sends, so the client's one-second intervals are what h1 received.
+    result = _iperf3(h1, h2, "-t 5 -R")
+    received = sorted(iv["sum"]["bits_per_second"] / 1e6 for iv in result["intervals"])
+    # 1448 payload bytes per 1514-byte frame at 10 Mbit/s is 9.56 Mbit/s of goodput. The
+    # median interval: a stall of the whole machine (once, in a full suite run, the
+    # 5-s mean came out at 8.6) costs one interval, not the rate the switch shapes to.
+    median = received[len(received) // 2]
+    assert 9.0 <= median <= 10.0, received
     # The host's uplink is paced by htb at the same rate (see topo/ext_switch.py).
     qdisc = h1.cmd(f"tc class show dev {h1.intfNames()[0]}")
     assert "rate 10Mbit" in qdisc, qdisc
