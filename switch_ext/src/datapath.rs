@@ -13,7 +13,7 @@ use std::rc::Rc;
 use crate::conga::{self, Label, Overlay};
 use crate::flow::{instruction_rank, oxm_field, FlowTable, MField, MatchSpec, Removed, Selector};
 use crate::group::{GroupTable, Rng, SelectMode};
-use crate::lb::{self, PathMetrics, PortLoad, PortLoads};
+use crate::lb::{self, Context, PathMetrics, PortLoad, PortLoads};
 use crate::nx;
 use crate::ofp::codec::*;
 use crate::ofp::consts::*;
@@ -1506,15 +1506,18 @@ impl Datapath {
                     self.conga.as_ref().filter(|o| o.leaf.is_some() && pkt.conga.is_none() && key.is_ipv4);
                 let dst_leaf = leaf.and_then(|o| o.leaf_of(key.ipv4_dst));
                 let paths = leaf.map(|o| LeafPaths { overlay: o, dst_leaf });
+                let ctx = Context {
+                    now_ns,
+                    bytes,
+                    ports: &ports,
+                    paths: paths.as_ref().map(|p| p as &dyn PathMetrics),
+                };
                 let chosen = self.groups.select(
                     gid,
                     &live,
                     &self.default_balancer,
                     || key.flow_hash(),
-                    now_ns,
-                    bytes,
-                    &ports,
-                    paths.as_ref().map(|p| p as &dyn PathMetrics),
+                    &ctx,
                     &mut self.rng,
                 );
                 if let (Some(bucket), true) = (chosen, paths.is_some()) {

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use crate::lb::{self, Balancer, Candidate, PathMetrics, Pick, PortLoads};
+use crate::lb::{self, Balancer, Candidate, Context, Pick};
 use crate::ofp::codec::{Action, Bucket, GroupMod, OfpErr};
 use crate::ofp::consts::*;
 use crate::spec::NamedSpec;
@@ -132,18 +132,14 @@ impl Group {
     /// Picks the bucket for a select group with the balancer `spec` names (`spec` must
     /// have been checked with [`lb::build`]; should it fail anyway, the group hashes).
     /// `live[i]` says whether bucket i is usable; `flow_hash` is called only when the
-    /// balancer reads the hash; `bytes` is the packet's frame length. None when no bucket
-    /// is live with positive weight.
-    #[allow(clippy::too_many_arguments)]
+    /// balancer reads the hash; `ctx` is the packet and the switch around it. None when
+    /// no bucket is live with positive weight.
     pub fn select(
         &mut self,
         live: &[bool],
         spec: &NamedSpec,
         flow_hash: impl FnOnce() -> u64,
-        now_ns: u64,
-        bytes: usize,
-        ports: &dyn PortLoads,
-        paths: Option<&dyn PathMetrics>,
+        ctx: &Context<'_>,
         rng: &mut Rng,
     ) -> Option<usize> {
         let any_weight = self.buckets.iter().zip(live).any(|(b, &l)| l && b.weight > 0);
@@ -167,14 +163,14 @@ impl Group {
             lb::build(spec).unwrap_or_else(|_| Box::new(lb::hash::Hash) as Box<dyn Balancer>)
         });
         let mut pick = Pick {
-            now_ns,
-            bytes,
+            now_ns: ctx.now_ns,
+            bytes: ctx.bytes,
             flow_hash: if balancer.needs_flow_hash() { flow_hash() } else { 0 },
             total_weight: candidates.iter().map(|c| c.weight).sum(),
             candidates: &candidates,
             n_buckets: self.buckets.len(),
-            ports,
-            paths,
+            ports: ctx.ports,
+            paths: ctx.paths,
             rng,
         };
         let i = balancer.choose(&mut pick);
@@ -324,21 +320,17 @@ impl GroupTable {
 
     /// Picks a bucket of select group `group_id` (see [`Group::select`]) with the balancer
     /// configured for it.
-    #[allow(clippy::too_many_arguments)]
     pub fn select(
         &mut self,
         group_id: u32,
         live: &[bool],
         default: &NamedSpec,
         flow_hash: impl FnOnce() -> u64,
-        now_ns: u64,
-        bytes: usize,
-        ports: &dyn PortLoads,
-        paths: Option<&dyn PathMetrics>,
+        ctx: &Context<'_>,
         rng: &mut Rng,
     ) -> Option<usize> {
         let spec = self.overrides.get(&group_id).unwrap_or(default);
-        self.groups.get_mut(&group_id)?.select(live, spec, flow_hash, now_ns, bytes, ports, paths, rng)
+        self.groups.get_mut(&group_id)?.select(live, spec, flow_hash, ctx, rng)
     }
 }
 
@@ -368,7 +360,7 @@ mod tests {
     }
 
     fn pick(g: &mut Group, live: &[bool], spec: &str, hash: u64, rng: &mut Rng) -> Option<usize> {
-        g.select(live, &NamedSpec::parse(spec).unwrap(), || hash, 0, 1500, &NoLoads, None, rng)
+        g.select(live, &NamedSpec::parse(spec).unwrap(), || hash, &Context::new(0, 1500, &NoLoads), rng)
     }
 
     #[test]
@@ -397,10 +389,10 @@ mod tests {
             hashed.set(hashed.get() + 1);
             3
         };
-        g.select(&[true, true], &spec, h, 0, 1500, &NoLoads, None, &mut rng);
+        g.select(&[true, true], &spec, h, &Context::new(0, 1500, &NoLoads), &mut rng);
         assert_eq!(hashed.get(), 0);
         let mut g = group(&[1, 1]);
-        g.select(&[true, true], &NamedSpec::named("hash"), h, 0, 1500, &NoLoads, None, &mut rng);
+        g.select(&[true, true], &NamedSpec::named("hash"), h, &Context::new(0, 1500, &NoLoads), &mut rng);
         assert_eq!(hashed.get(), 1);
     }
 
@@ -414,7 +406,7 @@ mod tests {
         let rr = NamedSpec::named("rr");
         let mut rng = Rng::new(1);
         let mut sel = |t: &mut GroupTable, id| {
-            t.select(id, &[true, true], &rr, || 0, 0, 1500, &NoLoads, None, &mut rng).unwrap()
+            t.select(id, &[true, true], &rr, || 0, &Context::new(0, 1500, &NoLoads), &mut rng).unwrap()
         };
         // Smooth round-robin over 3:1 goes 0 0 1 0; a restarted one begins at 0 0 again.
         assert_eq!([sel(&mut t, 1), sel(&mut t, 1), sel(&mut t, 1)], [0, 0, 1]);
@@ -442,7 +434,7 @@ mod tests {
         assert_eq!(t.balancer_counters(), vec![], "nothing built yet");
         for now in [0, 10, 20] {
             for id in [1, 2] {
-                t.select(id, &[true, true], &rr, || 9, now, 1500, &NoLoads, None, &mut rng).unwrap();
+                t.select(id, &[true, true], &rr, || 9, &Context::new(now, 1500, &NoLoads), &mut rng).unwrap();
             }
         }
         assert_eq!(t.balancer_counters(), vec![(2, "letflow", vec![("flowlets", 1), ("path_changes", 0)])]);

@@ -77,6 +77,25 @@ pub trait PathMetrics {
     fn metric(&self, bucket: usize, now_ns: u64) -> Option<u8>;
 }
 
+/// What a group's choice may read of the packet and the switch around it: the time, the
+/// frame's length, the ports' loads and, where the switch decides the whole path, the
+/// paths' metrics. The datapath builds one per packet; [`crate::group`] passes it to
+/// the group's balancer as part of its [`Pick`].
+#[derive(Clone, Copy)]
+pub struct Context<'a> {
+    pub now_ns: u64,
+    pub bytes: usize,
+    pub ports: &'a dyn PortLoads,
+    pub paths: Option<&'a dyn PathMetrics>,
+}
+
+impl<'a> Context<'a> {
+    /// A packet of `bytes` at `now_ns` on a switch that learns no path metrics.
+    pub fn new(now_ns: u64, bytes: usize, ports: &'a dyn PortLoads) -> Context<'a> {
+        Context { now_ns, bytes, ports, paths: None }
+    }
+}
+
 /// One packet's choice.
 pub struct Pick<'a> {
     pub now_ns: u64,
