@@ -302,11 +302,12 @@ def _stolen_ticks() -> int:
 def test_rate_10m_reaches_the_switch() -> None:
     # Without the hosts' htb the switches are the only shapers on the path (a veth pair
     # alone carries Gbit/s). UDP offered at 12 Mbit/s keeps the first switch's egress
-    # backlogged (its 100-packet buffer drops the excess; unbounded by default), and a backlogged emulated link sends at its rate however late the switch
-    # gets the CPU: departures are computed at enqueue (switch_ext/src/linkem.rs). A TCP
-    # flow's rate also depends on when its sender and receiver run; twice, in full suite
-    # runs, one came out at 8.3-9.0 Mbit/s in every one-second interval, which neither
-    # 4 busy loops nor the switches at nice 19 beside 2 of them brought about here
+    # backlogged (its 100-packet buffer drops the excess; unbounded by default), and a
+    # backlogged emulated link sends at its rate however late the switch gets the CPU:
+    # departures are computed at enqueue (switch_ext/src/linkem.rs). A TCP flow's rate
+    # also depends on when its sender and receiver run; twice, in full suite runs, one
+    # came out at 8.3-9.0 Mbit/s in every one-second interval, which neither 4 busy
+    # loops nor the switches at nice 19 beside 2 of them brought about here
     # (9.44-9.58). TCP through ext is checked by the transfer test above.
     _binary_or_skip()
     with Network("spineleaf:1,2,1,rate=10M,buffer=100", app=LEARNING_SWITCH, switch="ext",
