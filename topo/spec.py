@@ -14,6 +14,12 @@ arguments set link parameters for every link (family defaults otherwise)::
     twopath                        a client with two disjoint paths to a server
     fattree:4,rate=10M,delay=25us,buffer=100,ecn=20
     incast:8,rate=100M,ingress@host=abq/k=20p/mode=ece
+    fattree:4,rate=100M,link@s1-s17=rate=10M/delay=1ms
+
+``link@A-B=KEY=VALUE[/KEY=VALUE]...`` overrides the parameters of the link between nodes
+A and B (spec names, either order; rate, delay, jitter, buffer, ecn): static asymmetry,
+such as one core link at a tenth of the others' rate.  Overrides apply after every
+``key=value`` for all links, whatever their order in the string.
 
 Queue disciplines (``--switch ext`` only) are named, not built in here: the spec checks
 their syntax, their names and their option keys against :data:`QDISCS` (a copy of the
@@ -74,6 +80,7 @@ VALID_FORMS = (
     "link options after the arguments: rate=10M, delay=25us, jitter=1ms, reorder=1 (jitter "
     "may reorder), "
     "buffer=100 (packets) or buffer=64KB, ecn=20 (packets)",
+    "one link's own parameters: link@A-B=rate=10M/delay=1ms (A, B: node names)",
     "queue disciplines (switch ext): egress=NAME/KEY=VALUE/... or ingress=NAME/..., "
     "optionally scoped as egress@host=, egress@fabric=, ingress@host=, ingress@fabric=",
     "known queue disciplines (option keys): " + "; ".join(
@@ -449,6 +456,36 @@ def _apply_option(params: LinkParams, key: str, value: str) -> LinkParams:
     raise KeyError(key)
 
 
+LINK_OVERRIDE = "link@"
+LINK_OVERRIDE_KEYS = ("rate", "bw", "delay", "jitter", "buffer", "buf", "ecn")
+
+
+def _override_links(links: list[LinkSpec], key: str, value: str) -> list[LinkSpec]:
+    """``links`` with ``link@A-B=K=V/K=V`` applied to the link(s) between A and B."""
+    ends = key.removeprefix(LINK_OVERRIDE)
+    a, dash, b = ends.partition("-")
+    if not dash or not a or not b:
+        raise ValueError(f"{key}: name the link's two ends, e.g. link@s1-s17")
+    touched = [lk for lk in links if {lk.a, lk.b} == {a, b}]
+    if not touched:
+        near = sorted({lk.b if lk.a == a else lk.a for lk in links if a in (lk.a, lk.b)})
+        hint = f"; {a} links to {', '.join(near)}" if near else f"; no node {a}"
+        raise ValueError(f"no link between {a} and {b}{hint}")
+    out = []
+    for lk in links:
+        if lk in touched:
+            params = lk.params
+            for option in filter(None, value.split("/")):
+                k, eq, v = option.partition("=")
+                if not eq or k.strip().lower() not in LINK_OVERRIDE_KEYS:
+                    raise ValueError(f"{option!r}: a link takes rate, delay, jitter, "
+                                     "buffer or ecn=VALUE, /-separated")
+                params = _apply_option(params, k.strip().lower(), v.strip())
+            lk = replace(lk, params=params)
+        out.append(lk)
+    return out
+
+
 # A spec is also an in-memory model (rule compilation, benchmarks up to fattree:48, 27,648
 # hosts); past this it is a typo, and building it would exhaust memory first.
 MAX_MODEL_NODES = 100_000
@@ -483,9 +520,13 @@ def parse(spec: str) -> TopologySpec:
     build, params = _FAMILIES[family]
     args: list[int] = []
     options: list[str] = []
+    overrides: list[tuple[str, str]] = []
     for item in filter(None, (x.strip() for x in rest.split(","))) if rest else ():
         if "=" in item:
             key, _, value = item.partition("=")
+            if key.strip().lower().startswith(LINK_OVERRIDE):
+                overrides.append((key.strip(), value.strip()))
+                continue
             try:
                 params = _apply_option(params, key.strip().lower(), value.strip())
             except KeyError:
@@ -504,9 +545,16 @@ def parse(spec: str) -> TopologySpec:
         b = build(args, params)
     except SpecError as exc:
         raise _error(spec, str(exc)) from None
+    links = b.links
+    for key, value in overrides:
+        try:
+            links = _override_links(links, key, value)
+        except ValueError as exc:
+            raise _error(spec, f"bad {key}={value}: {exc}") from None
+    options += [f"{LINK_OVERRIDE}{k.removeprefix(LINK_OVERRIDE)}={v}" for k, v in overrides]
     canonical = family + (":" + ",".join([str(a) for a in args] + options) if args or options
                           else "")
-    return TopologySpec(canonical, family, b.switches, b.hosts, b.links, params)
+    return TopologySpec(canonical, family, b.switches, b.hosts, links, params)
 
 
 def families() -> list[str]:

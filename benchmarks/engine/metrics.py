@@ -234,7 +234,14 @@ def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None,
               extra: Sequence[str] = ()) -> list[SummaryRow]:
     """Summary rows per (scheme, load, metric, class) from all measured flow rows
     (``extra``: a scheme transport's flows.csv columns, see above)."""
-    per_run = per_run_metrics(rows, extra)
+    return summarize_runs(per_run_metrics(rows, extra), baseline)
+
+
+def summarize_runs(per_run: Mapping[tuple[str, float, int], Mapping[tuple[str, str], float]],
+                   baseline: str | None, counts: Sequence[str] = COUNT_METRICS
+                   ) -> list[SummaryRow]:
+    """Summary rows per (scheme, load, metric, class) from each run's figures, keyed by
+    (scheme, sweep value, seed); ``counts`` are counts: no ratio to the baseline."""
     schemes = list(dict.fromkeys(k[0] for k in per_run))
     loads = sorted({k[1] for k in per_run})
     seeds = sorted({k[2] for k in per_run})
@@ -247,7 +254,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None,
                           if (scheme, load, s) in per_run}
                 m, ci = mean_ci(list(values.values()))
                 ratio = low = high = math.nan
-                if baseline is not None and metric not in COUNT_METRICS:
+                if baseline is not None and metric not in counts:
                     ratios = []
                     for s, v in values.items():
                         base = per_run.get((baseline, load, s), {}).get((metric, cls))

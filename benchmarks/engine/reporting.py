@@ -6,18 +6,24 @@ import csv
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from dcnlab.model.topology import TopologySpec
+from dcnlab.topo.spec import SpecError, parse
 
 from . import (
     controller_stats,
     fairness,
     figures,
     flowdiag,
+    imbalance,
     netstats,
     paired,
     pathdiag,
     plots,
     queueseries,
     sizes,
+    slowdown,
     switch_stats,
 )
 from .metrics import SummaryRow, summarize
@@ -85,6 +91,12 @@ def _report_one(out: Path) -> ReportResult:
     flow_rows = _read_csv(out / flowdiag.FLOWDIAG_CSV)
     flow_summary = flowdiag.summarize(flow_rows, baseline)
     per_flow = paired.summarize(rows, baseline)
+    topology = _topology(spec.get("topology"))
+    edges = tuple(spec.get("slowdown_bins") or slowdown.DEFAULT_EDGES)
+    slow_summary = (slowdown.summarize(rows, topology, baseline, edges)
+                    if topology is not None else [])
+    imbalance_rows = _read_csv(out / imbalance.IMBALANCE_CSV)
+    imbalance_summary = imbalance.summarize(imbalance_rows, baseline)
     if per_flow:
         write_csv(out / paired.PAIRED_CSV, list(paired.COLUMNS),
                   (r.as_dict() for r in per_flow))
@@ -92,8 +104,8 @@ def _report_one(out: Path) -> ReportResult:
     also = {b: summarize(rows, b, extra) for b in others}
     write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, [
         *({**r.as_dict(), "baseline": baseline or ""}
-          for r in [*summary, *fair_summary, *net_summary, *switch_summary, *path_summary,
-                    *flow_summary]),
+          for r in [*summary, *slow_summary, *fair_summary, *net_summary, *switch_summary,
+                    *path_summary, *imbalance_summary, *flow_summary]),
         *({**r.as_dict(), "baseline": b} for b, rows_b in also.items() for r in rows_b)])
     name = meta.get("name", out.name)
     if meta.get("scenario"):
@@ -105,6 +117,9 @@ def _report_one(out: Path) -> ReportResult:
     paired_text = paired.render(per_flow, sweep)
     if paired_text:
         table += "\n" + paired_text
+    slow_text = slowdown.render(slow_summary, schemes, baseline, sweep)
+    if slow_text:
+        table += "\n" + slow_text
     for b, rows_b in also.items():
         table += "\n" + render(rows_b, b, sweep, f"{title}; ratios to {b}")
     controller = _controller_table(out, schemes, sweep)
@@ -129,6 +144,9 @@ def _report_one(out: Path) -> ReportResult:
     path_text = pathdiag.render(path_summary, schemes, sweep)
     if path_text:
         table += "\n" + path_text
+    imbalance_text = imbalance.render(imbalance_summary, schemes, baseline, sweep)
+    if imbalance_text:
+        table += "\n" + imbalance_text
     flow_text = flowdiag.render(flow_summary, schemes, baseline, sweep, flow_rows)
     if flow_text:
         table += "\n" + flow_text
@@ -137,6 +155,9 @@ def _report_one(out: Path) -> ReportResult:
     if per_flow:
         files.append(out / paired.PAIRED_CSV)
     files += plots.render_all(rows, summary, out / PLOTS_DIR, sweep, schemes)
+    files += slowdown.plots(slow_summary, out / PLOTS_DIR, sweep, schemes)
+    if topology is not None and slow_summary:
+        files += slowdown.cdf_plots(rows, topology, out / PLOTS_DIR, sweep, schemes, edges)
     files += figures.render_plots(spec.get("plots") or [],
                                   [*summary, *net_summary, *switch_summary],
                                   out / PLOTS_DIR, sweep, schemes)
@@ -148,10 +169,22 @@ def _report_one(out: Path) -> ReportResult:
     if fair_rows:
         files += plots.fairness_plots(_read_csv(out / fairness.SERIES_CSV), fair_summary,
                                       out / PLOTS_DIR, sweep, schemes)
+    files += imbalance.plot(imbalance_rows, out / PLOTS_DIR, sweep, schemes)
     queue_rows = _read_csv(out / queueseries.QUEUE_CSV)
     if queue_rows:
         files += queueseries.plot(queue_rows, out / PLOTS_DIR, sweep, schemes)
     return ReportResult(table, files)
+
+
+def _topology(text: Any) -> TopologySpec | None:
+    """The experiment's topology, for the ideal FCTs; None if meta.json has none (results
+    from before it was recorded) or it no longer parses (a family since renamed)."""
+    if not text:
+        return None
+    try:
+        return parse(str(text))
+    except SpecError:
+        return None
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:

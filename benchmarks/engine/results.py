@@ -14,6 +14,8 @@
                         hosts' TcpExt reordering/undo counters (pathdiag.py)
       queue_series.csv  per run: the bottleneck port's queue every switch stats line
                         (switch_ext only; queueseries.py)
+      imbalance.csv     per run: max/mean utilization of each switch's up ports every
+                        busy stats interval (switch_ext only; imbalance.py)
       samples.csv       RTT/cwnd samples, if agent.sample_interval > 0
       controller.csv    per run: the app's counter deltas and per-flow table size
                         (controller_stats.py)

@@ -55,6 +55,7 @@ from . import (
     fairness,
     flowdiag,
     flowtap,
+    imbalance,
     netstats,
     pathdiag,
     queueseries,
@@ -144,6 +145,7 @@ class _State:
     series_csv: CsvAppender | None = None  # fairness.SERIES_COLUMNS, one row per period
     paths_csv: CsvAppender | None = None  # pathdiag.COLUMNS, one row per run
     queue_csv: CsvAppender | None = None  # queueseries.COLUMNS, one row per stats line
+    imbalance_csv: CsvAppender | None = None  # imbalance.COLUMNS, one row per busy sample
     flowdiag_csv: CsvAppender | None = None  # flowdiag.COLUMNS, one row per run
     flowpaths_csv: CsvAppender | None = None  # flowdiag.PATH_COLUMNS, per measured elephant
     rows: int = 0
@@ -323,6 +325,7 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
     state.switch_csv = CsvAppender(out / switch_stats.SWITCH_CSV, switch_stats.COLUMNS)
     state.paths_csv = CsvAppender(out / pathdiag.PATHS_CSV, pathdiag.COLUMNS)
     state.queue_csv = CsvAppender(out / queueseries.QUEUE_CSV, queueseries.COLUMNS)
+    state.imbalance_csv = CsvAppender(out / imbalance.IMBALANCE_CSV, imbalance.COLUMNS)
     if spec.diagnosis.flow_paths:
         state.flowdiag_csv = CsvAppender(out / flowdiag.FLOWDIAG_CSV, flowdiag.COLUMNS)
         state.flowpaths_csv = CsvAppender(out / flowdiag.FLOWPATHS_CSV,
@@ -348,7 +351,8 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
         state.flows_csv.close()
         state.controller_csv.close()
         for csv_out in (state.network_csv, state.switch_csv, state.paths_csv,
-                        state.queue_csv, state.flowdiag_csv, state.flowpaths_csv):
+                        state.queue_csv, state.imbalance_csv, state.flowdiag_csv,
+                        state.flowpaths_csv):
             if csv_out is not None:
                 csv_out.close()
         for appender in (state.fairness_csv, state.series_csv):
@@ -496,6 +500,7 @@ def spec_summary(spec: ExperimentSpec) -> dict[str, Any]:
         "agent": dataclasses.asdict(spec.agent),
         "diagnosis": dataclasses.asdict(spec.diagnosis),
         "plots": spec.plots, "tables": spec.tables,
+        "slowdown_bins": list(spec.slowdown_bins),
     }
 
 
@@ -716,6 +721,9 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     if state.paths_csv is not None:
         state.paths_csv.write([_paths_row(net, scheme.name, value, seed, stats_lines,
                                           paths_before[1])])
+    if state.imbalance_csv is not None:
+        state.imbalance_csv.write(imbalance.run_rows(scheme.name, value, seed, net.spec,
+                                                     stats_lines, result.wall_start))
     leaf_rx_after = _quietly(lambda: _rx_bytes(net, leaves), None) if explores else None
     app = controller_stats.run_stats(
         app_before, controller_stats.snapshot(net), wall_began, wall_ended, scheme.app,

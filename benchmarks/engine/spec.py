@@ -69,6 +69,8 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
                                   #  also get ECN on (net.ipv4.tcp_ecn=1)
     plots: [...]                  # [none] figures in a paper's shape, and rank tables
     tables: [...]                 #  (figures.py has the schema)
+    slowdown_bins: [100KB, 10MB]  # FCT slowdown by flow size: bins below, between and
+                                  #  above these sizes (slowdown.py)
     diagnosis: {flow_paths: false, interval: 0.2}   # flow_paths: a tc tap on every
                                   #  fabric link records which links each flow took and
                                   #  each port's load every `interval` s (0.05..5):
@@ -102,7 +104,7 @@ from dcnlab.schemes.base import with_topology_options
 from dcnlab.topo.spec import SpecError, TopologySpec
 from dcnlab.topo.spec import parse as parse_topology
 
-from . import figures, schema
+from . import figures, schema, slowdown
 from .cdf import CdfError, load_cdf
 from .marking import Marking
 from .schema import SpecFileError, from_mapping, join
@@ -216,6 +218,8 @@ class ExperimentSpec:
     # figures and rank tables drawn from the summary (figures.py), as validated data
     plots: list[dict[str, Any]] = field(default_factory=list)
     tables: list[dict[str, Any]] = field(default_factory=list)
+    # flow-size bin edges (bytes) of the FCT slowdown section (slowdown.py)
+    slowdown_bins: tuple[int, ...] = slowdown.DEFAULT_EDGES
     scenario: str | None = None  # its name, when the file has scenarios
     source: Path | None = None  # the spec file
     raw: dict[str, Any] = field(default_factory=dict)  # the YAML mapping as read
@@ -245,7 +249,7 @@ class ExperimentSpec:
 _TOP = ["name", "topology", "switch", "link", "schemes", "baseline", "workload", "loads",
         "seeds", "duration", "warmup", "cooldown", "drain", "settle", "network", "classes",
         "marking", "congestion", "rto_min", "sysctls", "diagnosis", "agent", "plots",
-        "tables", "scenarios"]
+        "tables", "slowdown_bins", "scenarios"]
 _NEEDS_DURATION = {"poisson", "longlived", "shortlong"}
 
 
@@ -390,6 +394,7 @@ def parse_spec(data: Any, source: Path | None = None,
     agent = from_mapping(AgentOptions, data.get("agent"), "agent")
     plots = figures.parse_plots(data.get("plots"))
     tables = figures.parse_tables(data.get("tables"))
+    slowdown_bins = _slowdown_bins(data.get("slowdown_bins"))
     if agent.rx_interval is None:
         agent = replace(agent, rx_interval=RX_INTERVAL_LONGLIVED if wtype == "longlived"
                         else 0.0)
@@ -404,7 +409,7 @@ def parse_spec(data: Any, source: Path | None = None,
         warmup=warmup, cooldown=cooldown, drain=drain, settle=settle, network=network,
         classes=classes, marking=marking, congestion=congestion, agent=agent,
         rto_min=rto_min, sysctls=sysctls, plots=plots, tables=tables, source=source,
-        raw=data, diagnosis=diagnosis)
+        raw=data, diagnosis=diagnosis, slowdown_bins=slowdown_bins)
     _check_workload(spec, topo, base_dir)
     return spec
 
@@ -672,6 +677,18 @@ def _workload(value: Any) -> tuple[str, Workload]:
 SYSCTL_PREFIX = "net.ipv4.tcp_"
 SYSCTL_DIR = Path("/proc/sys")
 _SYSCTL_VALUE = re.compile(r"[A-Za-z0-9 ._-]{1,64}")
+
+
+def _slowdown_bins(value: Any) -> tuple[int, ...]:
+    if value is None:
+        return slowdown.DEFAULT_EDGES
+    if not isinstance(value, list):
+        raise SpecFileError("slowdown_bins", f"{value!r}: expected a list of sizes, e.g. "
+                            "[100KB, 10MB]")
+    try:
+        return slowdown.check_edges([schema.parse_bytes(v) for v in value])
+    except ValueError as exc:
+        raise SpecFileError("slowdown_bins", str(exc)) from None
 
 
 def _sysctls(value: Any) -> dict[str, str]:

@@ -78,6 +78,18 @@ def test_link_options_apply_to_every_link() -> None:
     assert topo.spec == "fattree:4,rate=10M,delay=25us,jitter=1ms,buffer=100,ecn=20"
 
 
+def test_one_link_overrides_its_parameters_in_either_order() -> None:
+    topo = parse("fattree:4,link@s17-s1=rate=10M/delay=1ms,rate=100M,delay=25us")
+    assert topo.spec == "fattree:4,rate=100M,delay=25us,link@s17-s1=rate=10M/delay=1ms"
+    assert parse(topo.spec).spec == topo.spec  # the canonical form parses to itself
+    other = {(lk.a, lk.b): lk.params for lk in topo.links if lk.params != topo.default_params}
+    (ends, params), = other.items()  # one link only, whichever way round it was built
+    assert set(ends) == {"s1", "s17"}
+    assert (params.rate_mbit, params.delay_us) == (10.0, 1000)
+    assert params.buffer_pkts == topo.default_params.buffer_pkts  # the rest as everywhere
+    assert len(topo.links) == len(parse("fattree:4").links)
+
+
 def test_dumbbell_groups_have_the_seed_access_delays() -> None:
     topo = parse("dumbbell:8,2")
     delays = {lk.a: lk.params.delay_us for lk in topo.host_links()}
@@ -182,6 +194,11 @@ def test_queue_disciplines_by_direction_and_port_scope() -> None:
         ("spineleaf:1,1,300", "addressing overflow"),
         ("dumbbell:4,2,3", "0 <= X <= N/2"),
         ("dumbbell:8,1,2", "U must be even"),
+        ("fattree:4,link@s1-s99=rate=1M", "no link between s1 and s99; s1 links to s13, s17"),
+        ("fattree:4,link@s1=rate=1M", "name the link's two ends"),
+        ("fattree:4,link@s1-s17=loss=1", "a link takes rate, delay, jitter, buffer or ecn"),
+        ("fattree:4,link@s1-s17=rate=fast", "rate 'fast' is not a number"),
+        ("fattree:4,link@s99-s1=rate=1M", "no node s99"),
     ],
 )
 def test_bad_specs_say_why_and_list_valid_forms(spec: str, why: str) -> None:
