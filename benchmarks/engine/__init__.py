@@ -15,7 +15,10 @@ the load formula), ``marking`` (elephant ports/DSCP), ``tcpinfo`` (struct tcp_in
 (classes, percentiles, CIs, ratios), ``controller_stats`` (what the app did per run),
 ``fairness`` (Jain's index and throughput per period from receiver counts), ``flowtap``
 (which fabric links each flow crossed: a tc classifier, and port loads over time),
-``flowdiag`` (elephants sharing links, least-loaded choices), ``results`` (files),
+``flowdiag`` (elephants sharing links, least-loaded choices), ``sections`` (the
+result-section seam: a family's CSV, summary rows, text and plots behind one protocol and
+a registry), ``slowdown`` (FCT over the ideal FCT, by flow size), ``imbalance`` (up-port
+utilization max/mean per sample), ``results`` (files),
 ``table``/``plots``/``reporting`` (rendering), ``progress`` (the bar), ``environment``
 (versions and machine).
 """

@@ -33,6 +33,7 @@ from dcnlab.model.topology import TopologySpec
 from .metrics import SummaryRow, mean, percentile, summarize_runs
 from .pathdiag import up_ports
 from .plots import as_float
+from .sections import ReportContext, RunContext, register
 from .table import aligned, cell, fmt
 
 IMBALANCE_CSV = "imbalance.csv"
@@ -161,3 +162,30 @@ def plot(rows: Sequence[Mapping[str, Any]], out_dir: Path, sweep: str,
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return [path]
+
+
+class ImbalanceSection:
+    """imbalance.csv during runs; its summary rows, text and CDF in the report."""
+
+    name = "imbalance"
+    csv = IMBALANCE_CSV
+    columns = COLUMNS
+
+    def wanted(self, spec: Any) -> bool:
+        return True  # rows only where switches keep stats files; cheap elsewhere
+
+    def run_rows(self, ctx: RunContext) -> list[dict[str, Any]]:
+        return run_rows(ctx.scheme, ctx.load, ctx.seed, ctx.topology, ctx.stats_lines,
+                        ctx.t0)
+
+    def summary(self, ctx: ReportContext) -> list[SummaryRow]:
+        return summarize(ctx.rows(IMBALANCE_CSV), ctx.baseline)
+
+    def text(self, ctx: ReportContext, summary: Sequence[SummaryRow]) -> str:
+        return render(summary, ctx.schemes, ctx.baseline, ctx.sweep)
+
+    def plots(self, ctx: ReportContext, summary: Sequence[SummaryRow]) -> list[Path]:
+        return plot(ctx.rows(IMBALANCE_CSV), ctx.plots_dir, ctx.sweep, ctx.schemes)
+
+
+register(ImbalanceSection())

@@ -16,14 +16,13 @@ from . import (
     fairness,
     figures,
     flowdiag,
-    imbalance,
     netstats,
     paired,
     pathdiag,
     plots,
     queueseries,
+    sections,
     sizes,
-    slowdown,
     switch_stats,
 )
 from .metrics import SummaryRow, summarize
@@ -91,12 +90,9 @@ def _report_one(out: Path) -> ReportResult:
     flow_rows = _read_csv(out / flowdiag.FLOWDIAG_CSV)
     flow_summary = flowdiag.summarize(flow_rows, baseline)
     per_flow = paired.summarize(rows, baseline)
-    topology = _topology(spec.get("topology"))
-    edges = tuple(spec.get("slowdown_bins") or slowdown.DEFAULT_EDGES)
-    slow_summary = (slowdown.summarize(rows, topology, baseline, edges)
-                    if topology is not None else [])
-    imbalance_rows = _read_csv(out / imbalance.IMBALANCE_CSV)
-    imbalance_summary = imbalance.summarize(imbalance_rows, baseline)
+    ctx = sections.ReportContext(out, spec, rows, baseline, sweep, schemes,
+                                 _topology(spec.get("topology")), out / PLOTS_DIR)
+    by_section = [(sec, sec.summary(ctx)) for sec in sections.registered()]
     if per_flow:
         write_csv(out / paired.PAIRED_CSV, list(paired.COLUMNS),
                   (r.as_dict() for r in per_flow))
@@ -104,8 +100,8 @@ def _report_one(out: Path) -> ReportResult:
     also = {b: summarize(rows, b, extra) for b in others}
     write_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, [
         *({**r.as_dict(), "baseline": baseline or ""}
-          for r in [*summary, *slow_summary, *fair_summary, *net_summary, *switch_summary,
-                    *path_summary, *imbalance_summary, *flow_summary]),
+          for r in [*summary, *fair_summary, *net_summary, *switch_summary, *path_summary,
+                    *flow_summary, *(r for _sec, rs in by_section for r in rs)]),
         *({**r.as_dict(), "baseline": b} for b, rows_b in also.items() for r in rows_b)])
     name = meta.get("name", out.name)
     if meta.get("scenario"):
@@ -117,9 +113,6 @@ def _report_one(out: Path) -> ReportResult:
     paired_text = paired.render(per_flow, sweep)
     if paired_text:
         table += "\n" + paired_text
-    slow_text = slowdown.render(slow_summary, schemes, baseline, sweep)
-    if slow_text:
-        table += "\n" + slow_text
     for b, rows_b in also.items():
         table += "\n" + render(rows_b, b, sweep, f"{title}; ratios to {b}")
     controller = _controller_table(out, schemes, sweep)
@@ -144,20 +137,18 @@ def _report_one(out: Path) -> ReportResult:
     path_text = pathdiag.render(path_summary, schemes, sweep)
     if path_text:
         table += "\n" + path_text
-    imbalance_text = imbalance.render(imbalance_summary, schemes, baseline, sweep)
-    if imbalance_text:
-        table += "\n" + imbalance_text
     flow_text = flowdiag.render(flow_summary, schemes, baseline, sweep, flow_rows)
     if flow_text:
         table += "\n" + flow_text
+    for sec, sec_summary in by_section:
+        text = sec.text(ctx, sec_summary)
+        if text:
+            table += "\n" + text
     (out / SUMMARY_TXT).write_text(table)
     files = [out / SUMMARY_CSV, out / SUMMARY_TXT, *rank_files]
     if per_flow:
         files.append(out / paired.PAIRED_CSV)
     files += plots.render_all(rows, summary, out / PLOTS_DIR, sweep, schemes)
-    files += slowdown.plots(slow_summary, out / PLOTS_DIR, sweep, schemes)
-    if topology is not None and slow_summary:
-        files += slowdown.cdf_plots(rows, topology, out / PLOTS_DIR, sweep, schemes, edges)
     files += figures.render_plots(spec.get("plots") or [],
                                   [*summary, *net_summary, *switch_summary],
                                   out / PLOTS_DIR, sweep, schemes)
@@ -169,7 +160,8 @@ def _report_one(out: Path) -> ReportResult:
     if fair_rows:
         files += plots.fairness_plots(_read_csv(out / fairness.SERIES_CSV), fair_summary,
                                       out / PLOTS_DIR, sweep, schemes)
-    files += imbalance.plot(imbalance_rows, out / PLOTS_DIR, sweep, schemes)
+    for sec, sec_summary in by_section:
+        files += sec.plots(ctx, sec_summary)
     queue_rows = _read_csv(out / queueseries.QUEUE_CSV)
     if queue_rows:
         files += queueseries.plot(queue_rows, out / PLOTS_DIR, sweep, schemes)

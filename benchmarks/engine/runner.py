@@ -55,10 +55,10 @@ from . import (
     fairness,
     flowdiag,
     flowtap,
-    imbalance,
     netstats,
     pathdiag,
     queueseries,
+    sections,
     switch_stats,
 )
 from .fabric import FabricRequest, Mininet, Place
@@ -145,7 +145,8 @@ class _State:
     series_csv: CsvAppender | None = None  # fairness.SERIES_COLUMNS, one row per period
     paths_csv: CsvAppender | None = None  # pathdiag.COLUMNS, one row per run
     queue_csv: CsvAppender | None = None  # queueseries.COLUMNS, one row per stats line
-    imbalance_csv: CsvAppender | None = None  # imbalance.COLUMNS, one row per busy sample
+    # the registered result sections' CSVs (sections.py), by section name
+    section_csvs: dict[str, CsvAppender] = field(default_factory=dict)
     flowdiag_csv: CsvAppender | None = None  # flowdiag.COLUMNS, one row per run
     flowpaths_csv: CsvAppender | None = None  # flowdiag.PATH_COLUMNS, per measured elephant
     rows: int = 0
@@ -325,7 +326,8 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
     state.switch_csv = CsvAppender(out / switch_stats.SWITCH_CSV, switch_stats.COLUMNS)
     state.paths_csv = CsvAppender(out / pathdiag.PATHS_CSV, pathdiag.COLUMNS)
     state.queue_csv = CsvAppender(out / queueseries.QUEUE_CSV, queueseries.COLUMNS)
-    state.imbalance_csv = CsvAppender(out / imbalance.IMBALANCE_CSV, imbalance.COLUMNS)
+    state.section_csvs = {sec.name: CsvAppender(out / sec.csv, sec.columns)
+                          for sec in sections.recording(spec) if sec.csv is not None}
     if spec.diagnosis.flow_paths:
         state.flowdiag_csv = CsvAppender(out / flowdiag.FLOWDIAG_CSV, flowdiag.COLUMNS)
         state.flowpaths_csv = CsvAppender(out / flowdiag.FLOWPATHS_CSV,
@@ -351,8 +353,8 @@ def _run_spec(spec: ExperimentSpec, out: Path, workloads: dict[tuple[int, float]
         state.flows_csv.close()
         state.controller_csv.close()
         for csv_out in (state.network_csv, state.switch_csv, state.paths_csv,
-                        state.queue_csv, state.imbalance_csv, state.flowdiag_csv,
-                        state.flowpaths_csv):
+                        state.queue_csv, state.flowdiag_csv, state.flowpaths_csv,
+                        *state.section_csvs.values()):
             if csv_out is not None:
                 csv_out.close()
         for appender in (state.fairness_csv, state.series_csv):
@@ -721,9 +723,6 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     if state.paths_csv is not None:
         state.paths_csv.write([_paths_row(net, scheme.name, value, seed, stats_lines,
                                           paths_before[1])])
-    if state.imbalance_csv is not None:
-        state.imbalance_csv.write(imbalance.run_rows(scheme.name, value, seed, net.spec,
-                                                     stats_lines, result.wall_start))
     leaf_rx_after = _quietly(lambda: _rx_bytes(net, leaves), None) if explores else None
     app = controller_stats.run_stats(
         app_before, controller_stats.snapshot(net), wall_began, wall_ended, scheme.app,
@@ -759,6 +758,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
                            result.wall_start)
         except Exception as exc:  # noqa: BLE001 - a diagnosis is informative, never fatal
             state.progress.message(f"warning: {scheme.name} {label}: flow paths: {exc!r}")
+    _section_rows(state, sections.RunContext(scheme.name, value, seed, net.spec,
+                                             result.wall_start, rows, stats_lines))
     state.rows += state.flows_csv.write(rows)
     state.done.add((scheme.name, seed, value))
     not_ok = sum(1 for r in rows if r["status"] != "ok")
@@ -784,6 +785,20 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     if result.errors or dead:
         state.errors += [f"run {scheme.name} {label}: {e}" for e in result.errors + dead]
         raise _Stop
+
+
+def _section_rows(state: _State, ctx: sections.RunContext) -> None:
+    """Every recording section's rows of the run into its CSV. A section's failure is
+    reported and costs its rows only: the run's flows are recorded all the same."""
+    for section in sections.registered():
+        appender = state.section_csvs.get(section.name)
+        if appender is None:
+            continue
+        try:
+            appender.write(section.run_rows(ctx))
+        except Exception as exc:  # noqa: BLE001 - one family's bug must not lose the run
+            state.progress.message(f"warning: {ctx.scheme} seed {ctx.seed}: result section "
+                                   f"{section.name}: {exc!r}")
 
 
 def _not_run_rows(state: _State, workloads: dict[tuple[int, float], list[Flow]],

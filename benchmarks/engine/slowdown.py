@@ -41,6 +41,7 @@ from typing import Any
 from dcnlab.model.topology import LinkSpec, TopologySpec
 
 from .metrics import OK, SummaryRow, mean, percentile, summarize_runs
+from .sections import ReportContext, RunContext, register
 from .table import aligned, cell, fmt
 
 MSS = 1448  # TCP payload per segment: 1500-byte MTU less IPv4, TCP and timestamp option
@@ -340,3 +341,39 @@ def cdf_plots(rows: Sequence[Mapping[str, Any]], spec: TopologySpec, out_dir: Pa
         plt.close(fig)
         files.append(path)
     return files
+
+
+class SlowdownSection:
+    """The report's FCT slowdown section, from flows.csv and the topology alone."""
+
+    name = "slowdown"
+    csv = None
+    columns: tuple[str, ...] = ()
+
+    def wanted(self, spec: Any) -> bool:
+        return False
+
+    def run_rows(self, ctx: RunContext) -> list[dict[str, Any]]:
+        return []
+
+    def summary(self, ctx: ReportContext) -> list[SummaryRow]:
+        if ctx.topology is None:
+            return []
+        return summarize(ctx.flows, ctx.topology, ctx.baseline, _edges(ctx))
+
+    def text(self, ctx: ReportContext, summary: Sequence[SummaryRow]) -> str:
+        return render(summary, ctx.schemes, ctx.baseline, ctx.sweep)
+
+    def plots(self, ctx: ReportContext, summary: Sequence[SummaryRow]) -> list[Path]:
+        files = plots(summary, ctx.plots_dir, ctx.sweep, ctx.schemes)
+        if summary and ctx.topology is not None:
+            files += cdf_plots(ctx.flows, ctx.topology, ctx.plots_dir, ctx.sweep,
+                               ctx.schemes, _edges(ctx))
+        return files
+
+
+def _edges(ctx: ReportContext) -> tuple[int, ...]:
+    return tuple(ctx.spec.get("slowdown_bins") or DEFAULT_EDGES)
+
+
+register(SlowdownSection())

@@ -28,6 +28,7 @@ from figure_content import (
     panels,
     saved_figures,
 )
+from toy_section import toy_registered
 
 from dcnlab.benchmarks.engine import ExperimentError, run_experiment
 from dcnlab.benchmarks.engine.spec import flows_for, load_spec
@@ -68,10 +69,21 @@ def test_mini_run_every_flow_completes_and_every_row_is_written(
     out = tmp_path / "out"
     figures = saved_figures(monkeypatch)
 
-    result = run_experiment(spec_path, out, progress=False)
+    with toy_registered():  # a result section added here, through the registry alone
+        result = run_experiment(spec_path, out, progress=False)
 
     assert result.ok and result.runs == 2
     assert result.rows == 2 * len(flows) and result.not_ok == 0
+    toy = _rows(out / "toy.csv")  # the section's CSV: one row per run, with its flows
+    assert [(r["scheme"], int(r["flows"])) for r in toy] == [("ecmp", len(flows)),
+                                                             ("single", len(flows))]
+    assert f"toy section: ecmp {len(flows)} flows per run" in result.table
+    assert {r["scheme"] for r in _rows(out / "summary.csv") if r["metric"] == "toy_flows"} \
+        == {"ecmp", "single"}
+    # the engine's own sections: FCT slowdown from the topology (ovs keeps no stats file,
+    # so no imbalance rows)
+    assert "FCT slowdown: FCT / ideal FCT" in result.table
+    assert (out / "imbalance.csv").is_file() and _rows(out / "imbalance.csv") == []
     rows = _rows(out / "flows.csv")
     assert len(rows) == 2 * len(flows)
     assert {r["status"] for r in rows} == {"ok"}
