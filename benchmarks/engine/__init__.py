@@ -18,7 +18,8 @@ the load formula), ``marking`` (elephant ports/DSCP), ``tcpinfo`` (struct tcp_in
 ``flowdiag`` (elephants sharing links, least-loaded choices), ``sections`` (the
 result-section seam: a family's CSV, summary rows, text and plots behind one protocol and
 a registry), ``slowdown`` (FCT over the ideal FCT, by flow size), ``imbalance`` (up-port
-utilization max/mean per sample), ``results`` (files),
+utilization max/mean per sample), ``throughput`` (delivered Mbit/s over time),
+``results`` (files),
 ``table``/``plots``/``reporting`` (rendering), ``progress`` (the bar), ``environment``
 (versions and machine).
 """

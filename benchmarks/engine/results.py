@@ -16,6 +16,8 @@
                         (switch_ext only; queueseries.py)
       imbalance.csv     per run: max/mean utilization of each switch's up ports every
                         busy stats interval (switch_ext only; imbalance.py)
+      throughput.csv    per run: Mbit/s delivered to hosts per 0.1 s (switch_ext only;
+                        throughput.py)
       samples.csv       RTT/cwnd samples, if agent.sample_interval > 0
       controller.csv    per run: the app's counter deltas and per-flow table size
                         (controller_stats.py)

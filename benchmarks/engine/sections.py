@@ -82,8 +82,9 @@ class Section(Protocol):
     def plots(self, ctx: ReportContext, summary: Sequence[SummaryRow]) -> list[Path]: ...
 
 
-# the engine's own sections' modules, in report order; each registers its section
-BUILTIN = ("slowdown", "imbalance")
+# the engine's own sections, in report order: each module registers the section of its
+# own name
+BUILTIN = ("slowdown", "imbalance", "throughput")
 _REGISTRY: dict[str, Section] = {}
 _loaded = False
 
@@ -108,13 +109,15 @@ def unregister(name: str) -> None:
 
 
 def registered() -> list[Section]:
+    """The engine's own sections in BUILTIN order (whatever imported them first), then
+    the others in the order they registered."""
     _load_builtin()
-    return list(_REGISTRY.values())
+    own = [_REGISTRY[n] for n in BUILTIN if n in _REGISTRY]
+    return own + [s for n, s in _REGISTRY.items() if n not in BUILTIN]
 
 
 def names() -> list[str]:
-    _load_builtin()
-    return list(_REGISTRY)
+    return [s.name for s in registered()]
 
 
 def recording(spec: Any) -> list[Section]:

@@ -81,9 +81,10 @@ def test_mini_run_every_flow_completes_and_every_row_is_written(
     assert {r["scheme"] for r in _rows(out / "summary.csv") if r["metric"] == "toy_flows"} \
         == {"ecmp", "single"}
     # the engine's own sections: FCT slowdown from the topology (ovs keeps no stats file,
-    # so no imbalance rows)
+    # so no imbalance or throughput rows)
     assert "FCT slowdown: FCT / ideal FCT" in result.table
-    assert (out / "imbalance.csv").is_file() and _rows(out / "imbalance.csv") == []
+    for name in ("imbalance.csv", "throughput.csv"):
+        assert (out / name).is_file() and _rows(out / name) == [], name
     rows = _rows(out / "flows.csv")
     assert len(rows) == 2 * len(flows)
     assert {r["status"] for r in rows} == {"ok"}

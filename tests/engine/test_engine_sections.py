@@ -18,12 +18,13 @@ from dcnlab.topo.spec import parse
 
 
 def test_builtin_sections_in_report_order_and_no_name_twice() -> None:
-    assert sections.names()[:2] == ["slowdown", "imbalance"]
+    assert sections.names()[:3] == ["slowdown", "imbalance", "throughput"]
     with pytest.raises(ValueError, match="registered twice"):
         sections.register(type(sections.registered()[0])())
     with toy_registered():
         assert sections.names()[-1] == "toy"
-        assert [s.name for s in sections.recording(object())] == ["imbalance", "toy"]
+        assert [s.name for s in sections.recording(object())] == ["imbalance", "throughput",
+                                                                  "toy"]
     assert "toy" not in sections.names()
 
 

@@ -1,0 +1,65 @@
+"""Delivered throughput over time (throughput.py) on constructed stats lines: host-facing
+ports only, intervals spread over the bins they overlap, switches added up, the figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from figure_content import assert_readable, line_series, panels, saved_figures
+
+from dcnlab.benchmarks.engine import report, throughput
+from dcnlab.benchmarks.engine.results import FLOW_COLUMNS, CsvAppender, write_csv, write_json
+from dcnlab.topo.spec import parse
+
+SPINELEAF = parse("spineleaf:1,2,1")  # s1 spine; s2, s3 leaves with one host each
+
+
+def _line(ts: float, tx: dict[int, int]) -> dict:
+    return {"ts": ts, "ports": [{"port": p, "tx_bytes": b} for p, b in tx.items()]}
+
+
+def test_host_ports_are_the_switch_ends_of_host_links() -> None:
+    ports = throughput.host_ports(SPINELEAF)
+    assert set(ports) == {"s2", "s3"} and all(len(p) == 1 for p in ports.values())
+    fattree = throughput.host_ports(parse("fattree:4"))
+    assert len(fattree) == 8 and all(len(p) == 2 for p in fattree.values())  # edges
+
+
+def test_intervals_split_over_bins_and_switches_add_up() -> None:
+    (s2_host,), (s3_host,) = (throughput.host_ports(SPINELEAF)[s] for s in ("s2", "s3"))
+    uplink = 3 - s2_host  # the leaf's other port (1 or 2): towards the spine, not counted
+    lines = {
+        # 1 Mbit in 0.2 s from t=0.05: 5 Mbit/s, a quarter of it in bin 0, half in bin 1
+        "s2": [_line(100.05, {s2_host: 0, uplink: 0}),
+               _line(100.25, {s2_host: 125_000, uplink: 999_999})],
+        # 2 Mbit/s over [0, 0.1)
+        "s3": [_line(100.0, {s3_host: 0}), _line(100.1, {s3_host: 25_000})],
+    }
+    got = throughput.series(SPINELEAF, lines, t0=100.0)
+    assert [t for t, _ in got] == [0.0, 0.1, 0.2]
+    assert [v for _, v in got] == pytest.approx([5 * 0.5 + 2, 5.0, 5 * 0.5])
+    assert throughput.series(SPINELEAF, {}, t0=0.0) == []
+
+
+def test_report_draws_the_time_series(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "res"
+    out.mkdir()
+    write_json(out / "meta.json", {"name": "demo", "status": "complete", "spec": {
+        "baseline": "ecmp", "sweep": "load", "topology": "fattree:4",
+        "workload_type": "poisson", "schemes": [{"name": "ecmp"}, {"name": "conga"}]}})
+    appender = CsvAppender(out / "flows.csv", FLOW_COLUMNS)
+    appender.write([{"scheme": s, "load": 0.5, "seed": 1, "flow_id": i, "size": 5000,
+                     "kind": "tcp", "class": "mouse", "fct": 0.01 * (i + 1), "status": "ok",
+                     "measured": True} for i, s in enumerate(("ecmp", "conga"))])
+    appender.close()
+    write_csv(out / throughput.THROUGHPUT_CSV, throughput.COLUMNS, [
+        {"scheme": s, "load": 0.5, "seed": seed, "t": k / 10, "mbps": 50 + k + seed}
+        for s in ("ecmp", "conga") for seed in (1, 2) for k in range(30)])
+    figures = saved_figures(monkeypatch)
+    files = {p.name for p in report(out).files}
+    assert "throughput_time_load0.50.png" in files
+    fig = figures["throughput_time_load0.50.png"]
+    assert_readable(fig, "throughput_time_load0.50.png")
+    (ax,) = panels(fig)
+    assert line_series(ax) == ["ecmp", "conga"] and "seed 1" in ax.get_title()
