@@ -177,7 +177,8 @@ def replay(flows: list[Flow], hosts: dict[str, Endpoint], run_dir: Path, *,
            on_done: Callable[[int, str], None] | None = None,
            python: str = sys.executable, rx_interval: float = 0.0,
            transport: Transport | None = None,
-           transport_options: Mapping[str, Any] | None = None) -> ReplayResult:
+           transport_options: Mapping[str, Any] | None = None,
+           on_start: Callable[[float], None] | None = None) -> ReplayResult:
     """Run ``flows`` on agents in ``hosts``; every flow gets a merged record.
 
     horizon: seconds after T0 when the last flow has been scheduled to start (or stop);
@@ -185,6 +186,8 @@ def replay(flows: list[Flow], hosts: dict[str, Endpoint], run_dir: Path, *,
     rx_interval > 0: every agent writes its receiver-side byte counts per flow to
     ``rx_<host>.jsonl`` in run_dir on that period (see agent.py; read by fairness.py).
     transport: the scheme's transport (see :func:`plan_for`) with its options.
+    on_start: called with T0 (time.monotonic()) once it is fixed, before the agents hear
+    it (the runner's fabric events count from it).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     used = sorted({f.src for f in flows} | {f.dst for f in flows})
@@ -204,6 +207,8 @@ def replay(flows: list[Flow], hosts: dict[str, Endpoint], run_dir: Path, *,
         _wait_ready(agents, sel)
         t0 = time.monotonic() + START_DELAY
         wall_start = time.time() + START_DELAY
+        if on_start is not None:
+            on_start(t0)
         for agent in agents.values():
             _send(agent, f"start {t0!r}\n")
         deadline = t0 + horizon + drain

@@ -52,6 +52,7 @@ from dcnlab.schemes.base import HostPartsError, HostSession, Transport
 from . import (
     controller_stats,
     environment,
+    events,
     fairness,
     flowdiag,
     flowtap,
@@ -503,6 +504,7 @@ def spec_summary(spec: ExperimentSpec) -> dict[str, Any]:
         "diagnosis": dataclasses.asdict(spec.diagnosis),
         "plots": spec.plots, "tables": spec.tables,
         "slowdown_bins": list(spec.slowdown_bins),
+        "events": [dataclasses.asdict(e) for e in spec.events],
     }
 
 
@@ -691,6 +693,9 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
     leaf_rx_before = _quietly(lambda: _rx_bytes(net, leaves), None) if explores else None
     hosts_before = agents.counters(net) if agents else None
     tap = _start_tap(state, net, run_dir, label, scheme.name)
+    fabric_events = (events.Scheduler(events.timeline(spec.events),
+                                      lambda link, up: net.set_link(*link.split("-", 1), up))
+                     if spec.events else None)
     taps: tuple[dict[str, Any], dict[str, Any]] | None = None
     began = time.monotonic()
     wall_began = time.time()
@@ -700,7 +705,10 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
                         elephant=marking.is_elephant,
                         on_done=lambda _fid, _status: state.progress.advance(),
                         rx_interval=spec.agent.rx_interval or 0.0,
-                        transport=transport, transport_options=scheme.transport_options)
+                        transport=transport, transport_options=scheme.transport_options,
+                        on_start=fabric_events.start if fabric_events is not None else None)
+        if fabric_events is not None:
+            fabric_events.stop()  # every link back up before the counters are read
         if tap is not None:
             try:
                 taps = tap[0].stop()
@@ -710,6 +718,8 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
         state.errors.append(f"run {scheme.name} {label}: {exc}")
         raise _Stop from None
     finally:
+        if fabric_events is not None:
+            fabric_events.stop()
         if tap is not None:
             tap[0].kill()
     elapsed = time.monotonic() - began
@@ -758,8 +768,9 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
                            result.wall_start)
         except Exception as exc:  # noqa: BLE001 - a diagnosis is informative, never fatal
             state.progress.message(f"warning: {scheme.name} {label}: flow paths: {exc!r}")
-    _section_rows(state, sections.RunContext(scheme.name, value, seed, net.spec,
-                                             result.wall_start, rows, stats_lines))
+    _section_rows(state, sections.RunContext(
+        scheme.name, value, seed, net.spec, result.wall_start, rows, stats_lines,
+        fabric_events.rows(scheme.name, value, seed) if fabric_events is not None else ()))
     state.rows += state.flows_csv.write(rows)
     state.done.add((scheme.name, seed, value))
     not_ok = sum(1 for r in rows if r["status"] != "ok")

@@ -40,6 +40,8 @@ class RunContext:
     flows: Sequence[Mapping[str, Any]]  # the run's flows.csv rows
     # each switch's stats lines written during the run (switch_ext; {} on other kinds)
     stats_lines: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    # the fabric events' link changes of the run (events.py), as events.csv rows
+    events: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ class Section(Protocol):
 
 # the engine's own sections, in report order: each module registers the section of its
 # own name
-BUILTIN = ("slowdown", "imbalance", "throughput")
+BUILTIN = ("slowdown", "imbalance", "throughput", "events")
 _REGISTRY: dict[str, Section] = {}
 _loaded = False
 

@@ -71,6 +71,9 @@ whose message starts with the field's path (``workload.cdf: ...``, ``schemes[1].
     tables: [...]                 #  (figures.py has the schema)
     slowdown_bins: [100KB, 10MB]  # FCT slowdown by flow size: bins below, between and
                                   #  above these sizes (slowdown.py)
+    events:                       # [none] fabric events at set times of every run
+      - {at: 5, type: cut, link: s1-s17}       #  (events.py): cut, restore, flap
+      - {at: 8, type: restore, link: s1-s17}
     diagnosis: {flow_paths: false, interval: 0.2}   # flow_paths: a tc tap on every
                                   #  fabric link records which links each flow took and
                                   #  each port's load every `interval` s (0.05..5):
@@ -106,6 +109,7 @@ from dcnlab.topo.spec import parse as parse_topology
 
 from . import figures, schema, slowdown
 from .cdf import CdfError, load_cdf
+from .events import Event, parse_events
 from .marking import Marking
 from .schema import SpecFileError, from_mapping, join
 from .workloads import WORKLOAD_TYPES, PoissonWorkload, Workload, WorkloadError, generate
@@ -220,6 +224,7 @@ class ExperimentSpec:
     tables: list[dict[str, Any]] = field(default_factory=list)
     # flow-size bin edges (bytes) of the FCT slowdown section (slowdown.py)
     slowdown_bins: tuple[int, ...] = slowdown.DEFAULT_EDGES
+    events: list[Event] = field(default_factory=list)  # fabric events (events.py)
     scenario: str | None = None  # its name, when the file has scenarios
     source: Path | None = None  # the spec file
     raw: dict[str, Any] = field(default_factory=dict)  # the YAML mapping as read
@@ -249,7 +254,7 @@ class ExperimentSpec:
 _TOP = ["name", "topology", "switch", "link", "schemes", "baseline", "workload", "loads",
         "seeds", "duration", "warmup", "cooldown", "drain", "settle", "network", "classes",
         "marking", "congestion", "rto_min", "sysctls", "diagnosis", "agent", "plots",
-        "tables", "slowdown_bins", "scenarios"]
+        "tables", "slowdown_bins", "events", "scenarios"]
 _NEEDS_DURATION = {"poisson", "longlived", "shortlong"}
 
 
@@ -395,6 +400,7 @@ def parse_spec(data: Any, source: Path | None = None,
     plots = figures.parse_plots(data.get("plots"))
     tables = figures.parse_tables(data.get("tables"))
     slowdown_bins = _slowdown_bins(data.get("slowdown_bins"))
+    fabric_events = parse_events(data.get("events"), topo)
     if agent.rx_interval is None:
         agent = replace(agent, rx_interval=RX_INTERVAL_LONGLIVED if wtype == "longlived"
                         else 0.0)
@@ -409,7 +415,8 @@ def parse_spec(data: Any, source: Path | None = None,
         warmup=warmup, cooldown=cooldown, drain=drain, settle=settle, network=network,
         classes=classes, marking=marking, congestion=congestion, agent=agent,
         rto_min=rto_min, sysctls=sysctls, plots=plots, tables=tables, source=source,
-        raw=data, diagnosis=diagnosis, slowdown_bins=slowdown_bins)
+        raw=data, diagnosis=diagnosis, slowdown_bins=slowdown_bins,
+        events=fabric_events)
     _check_workload(spec, topo, base_dir)
     return spec
 

@@ -1,15 +1,18 @@
-"""Static asymmetry: one link's own rate (``link@A-B=rate=...`` in the topology spec)
-reaches the data plane on both switch kinds, in both directions, and the other links
-keep theirs."""
+"""Asymmetry and failures on real networks, both switch kinds: one link's own rate
+(``link@A-B=rate=...`` in the topology spec) reaches the data plane in both directions,
+and the engine's fabric-event scheduler (events.py) cuts and restores a link at the
+planned times of a running transfer: nothing crosses while it is cut."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 import pytest
 
+from dcnlab.benchmarks.engine import events
 from dcnlab.topo.network import Network
 from dcnlab.topo.readiness import in_host, wait_listening
 
@@ -21,20 +24,29 @@ LEARNING_SWITCH = "ryu.app.simple_switch_13"  # one spine: a tree
 SPEC = "spineleaf:1,2,1,rate=10M,link@s1-s2=rate=5M"
 
 
-def _received_mbps(net: Network, client: str, server: str, port: int) -> list[float]:
-    """UDP offered at 12 Mbit/s from ``server`` to ``client`` (-R) for 4 s: the client's
-    one-second intervals, sorted."""
+def _udp(net: Network, client: str, server: str, port: int, args: str,
+         started: Any = None) -> list[dict[str, Any]]:
+    """UDP from ``server`` to ``client`` (-R): the client's intervals. ``started`` is
+    called just before the client starts."""
     srv = net.host(server).popen(["iperf3", "-s", "-1", "-p", str(port)])
     try:
         wait_listening(in_host(net.host(server)), port, what="iperf3 server")
+        if started is not None:
+            started()
         out = net.host(client).cmd(f"timeout 30 iperf3 -c {net.host(server).IP()} -p {port} "
-                                   "-t 4 -R -u -b 12M -l 1400 -J")
+                                   f"-R -u -l 1400 -J {args}")
         result: dict[str, Any] = json.loads(out[out.index("{"):])
     finally:
         if srv.poll() is None:
             srv.kill()
         srv.wait()
-    return sorted(iv["sum"]["bits_per_second"] / 1e6 for iv in result["intervals"])
+    return list(result["intervals"])
+
+
+def _received_mbps(net: Network, client: str, server: str, port: int) -> list[float]:
+    """UDP offered at 12 Mbit/s for 4 s: the client's one-second intervals, sorted."""
+    return sorted(iv["sum"]["bits_per_second"] / 1e6
+                  for iv in _udp(net, client, server, port, "-t 4 -b 12M"))
 
 
 @pytest.mark.parametrize("kind", ["ext", "ovs"])
@@ -49,3 +61,36 @@ def test_one_link_at_half_the_rate_in_both_directions(kind: str) -> None:
     for received in (towards_h1, towards_h2):
         assert 4.4 <= received[len(received) // 2] <= 5.0, (kind, towards_h1, towards_h2)
     assert net.leftovers() == {"processes": [], "links": [], "dirs": []}
+
+
+@pytest.mark.parametrize("kind", ["ext", "ovs"])
+def test_a_link_cut_and_restored_at_its_times_carries_nothing_while_cut(kind: str) -> None:
+    # the only path: h2's leaf s3 - spine s1; cut 1.5 s into a 4.5 s UDP stream at 3 Mbit/s
+    tl = events.timeline([events.Event(1.5, "cut", "s1-s3"),
+                          events.Event(3.0, "restore", "s3-s1")])
+    with Network("spineleaf:1,2,1,rate=10M", app=LEARNING_SWITCH, switch=kind) as net:
+        assert net.mn.pingAll(timeout=1) == 0 or net.mn.pingAll(timeout=1) == 0
+        sched = events.Scheduler(tl, lambda link, up: net.set_link(*link.split("-"), up))
+        begun: list[float] = []
+
+        def start() -> None:
+            begun.append(time.monotonic())
+            sched.start(begun[0])
+
+        try:
+            intervals = _udp(net, "h1", "h2", 5203, "-t 4.5 -b 3M -i 0.25", started=start)
+        finally:
+            sched.stop()
+        rows = sched.rows("ecmp", 0.1, 1)
+        assert net.mn.pingAll(timeout=1) == 0  # whole again
+    assert [(r["type"], r["ok"]) for r in rows] == [("cut", True), ("restore", True)], rows
+    for r in rows:  # applied on time: after its moment, and within a polling slice or so
+        assert r["planned"] <= r["t"] <= r["planned"] + 0.5, rows
+    # the client starts its clock a little after T0 (its connection setup): intervals by
+    # their end, counted from T0 conservatively with that offset ignored
+    got = [(iv["sum"]["end"], iv["sum"]["bits_per_second"] / 1e6) for iv in intervals]
+    cut = [v for end, v in got if 1.5 + 0.5 <= end <= 3.0 - 0.25]  # wholly inside the cut
+    before = [v for end, v in got if end <= 1.5]
+    after = [v for end, v in got if end >= 3.0 + 0.75]
+    assert cut and all(v == 0 for v in cut), (kind, rows, got)
+    assert before and min(before) > 2.0 and after and max(after) > 2.0, (kind, rows, got)

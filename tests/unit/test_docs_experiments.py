@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dcnlab.benchmarks.engine import figures, schema, spec
+from dcnlab.benchmarks.engine import events, figures, schema, spec
 from dcnlab.benchmarks.engine.marking import Marking
 from dcnlab.benchmarks.engine.schema import SpecFileError
 from dcnlab.benchmarks.engine.workloads import WORKLOAD_TYPES
@@ -38,6 +38,7 @@ DATACLASS_SECTIONS: dict[str, type] = {
     "plots[]": figures.Plot,
     "plots[].panels[]": figures.Panel,
     "tables[]": figures.RankTable,
+    "events[]": events.Event,
     **{f"workload:{name}": cls for name, cls in WORKLOAD_TYPES.items()},
 }
 # Defaults the parser computes from other fields: documented in words, never checked as a
