@@ -34,7 +34,7 @@ from .metrics import SummaryRow, mean, percentile, summarize_runs
 from .pathdiag import up_ports
 from .plots import as_float
 from .sections import ReportContext, RunContext, register
-from .table import aligned, cell, fmt
+from .table import aligned, baseline_first, cell, fmt
 
 IMBALANCE_CSV = "imbalance.csv"
 COLUMNS = ["scheme", "load", "seed", "switch", "t", "imbalance", "mean_util"]
@@ -112,10 +112,8 @@ def render(summary: Sequence[SummaryRow], schemes: Sequence[str], baseline: str 
     if not summary:
         return ""
     index = {(r.scheme, r.load, r.metric): r for r in summary}
-    order = [s for s in schemes if any(r.scheme == s for r in summary)]
-    if baseline in order:
-        order.remove(baseline)
-        order.insert(0, baseline)
+    order = baseline_first([s for s in schemes if any(r.scheme == s for r in summary)],
+                           baseline)
     lines = ["Uplink imbalance: max / mean utilization of a switch's up ports per stats "
              "interval (1 = even), busy intervals of every switch with parallel paths"]
     for load in sorted({r.load for r in summary}):
@@ -137,7 +135,7 @@ def plot(rows: Sequence[Mapping[str, Any]], out_dir: Path, sweep: str,
             pooled[as_float(r["load"])][str(r["scheme"])].append(value)
     if not pooled:
         return []
-    from .plots import DPI, caption, plt
+    from .plots import caption, plt, save_figure
 
     loads = sorted(pooled)
     fig, axes = plt.subplots(1, len(loads), figsize=(4.2 * len(loads), 3.9), squeeze=False,
@@ -158,10 +156,7 @@ def plot(rows: Sequence[Mapping[str, Any]], out_dir: Path, sweep: str,
     caption(fig, "n: busy intervals (up ports at 1% of their rate or more on average) of "
             "every switch with parallel paths, seeds pooled")
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "imbalance_cdf.png"
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out_dir / "imbalance_cdf.png")]
 
 
 class ImbalanceSection:

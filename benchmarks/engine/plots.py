@@ -72,6 +72,13 @@ def interval(row: SummaryRow | None, fct: bool, scale: float = 1.0
     return row.mean * scale, min(ci, max(row.mean, 0.0)) * scale, ci * scale
 
 
+def save_figure(fig: Any, path: Path) -> Path:
+    """Writes ``fig`` to ``path`` at the plots' resolution and frees it."""
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
 def caption(fig: Any, text: str) -> None:
     """``text`` under the figure's panels (call instead of fig.tight_layout())."""
     fig.text(0.5, 0.01, text, ha="center", va="bottom", fontsize="small", wrap=True)

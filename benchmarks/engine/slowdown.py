@@ -42,7 +42,7 @@ from dcnlab.model.topology import LinkSpec, TopologySpec
 
 from .metrics import OK, SummaryRow, mean, percentile, summarize_runs
 from .sections import ReportContext, RunContext, register
-from .table import aligned, cell, fmt
+from .table import aligned, baseline_first, cell, fmt
 
 MSS = 1448  # TCP payload per segment: 1500-byte MTU less IPv4, TCP and timestamp option
 HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 20 + timestamps 12 bytes per segment
@@ -220,10 +220,8 @@ def render(summary: Sequence[SummaryRow], schemes: Sequence[str], baseline: str 
         return ""
     index = {(r.scheme, r.load, r.metric, r.cls): r for r in summary}
     labels = list(dict.fromkeys(r.cls for r in summary))
-    order = [s for s in schemes if any(r.scheme == s for r in summary)]
-    if baseline in order:
-        order.remove(baseline)
-        order.insert(0, baseline)
+    order = baseline_first([s for s in schemes if any(r.scheme == s for r in summary)],
+                           baseline)
     lines = ["FCT slowdown: FCT / ideal FCT alone on the path (2 base RTTs + the flow's "
              "frames at the bottleneck rate + one frame per other link); by flow size"]
     for load in sorted({r.load for r in summary}):
@@ -250,7 +248,7 @@ def plots(summary: Sequence[SummaryRow], out_dir: Path, sweep: str,
     log-scale interval), on a log axis; n = the flows counted in all of a series' runs."""
     if not summary:
         return []
-    from .plots import DPI, caption, interval, plt  # matplotlib only when drawing
+    from .plots import caption, interval, plt, save_figure  # matplotlib only when drawing
 
     loads = sorted({r.load for r in summary})
     index = {(r.scheme, r.load, r.metric, r.cls): r for r in summary}
@@ -288,10 +286,7 @@ def plots(summary: Sequence[SummaryRow], out_dir: Path, sweep: str,
         caption(fig, "slowdown = FCT / ideal FCT alone on the path; points: geometric "
                 "mean over seeds of each run's value, whiskers: 95% interval of its log "
                 "across seeds; n: flows counted in all the series' runs")
-        path = out_dir / f"{metric}.png"
-        fig.savefig(path, dpi=DPI)
-        plt.close(fig)
-        files.append(path)
+        files.append(save_figure(fig, out_dir / f"{metric}.png"))
     return files
 
 
@@ -309,7 +304,7 @@ def cdf_plots(rows: Sequence[Mapping[str, Any]], spec: TopologySpec, out_dir: Pa
             pooled[load][scheme][label] += values
     if not any(v for per in pooled.values() for b in per.values() for v in b.values()):
         return []
-    from .plots import DPI, caption, plt  # matplotlib only when drawing
+    from .plots import caption, plt, save_figure  # matplotlib only when drawing
 
     out_dir.mkdir(parents=True, exist_ok=True)
     files = []
@@ -336,10 +331,7 @@ def cdf_plots(rows: Sequence[Mapping[str, Any]], spec: TopologySpec, out_dir: Pa
         fig.suptitle(f"FCT slowdown CDF, {sweep} = {fmt(load)}")
         caption(fig, "slowdown = FCT / ideal FCT alone on the path; every measured, "
                 "completed TCP flow of the runs at this value, seeds pooled")
-        path = out_dir / f"slowdown_cdf_{sweep}{fmt(load)}.png"
-        fig.savefig(path, dpi=DPI)
-        plt.close(fig)
-        files.append(path)
+        files.append(save_figure(fig, out_dir / f"slowdown_cdf_{sweep}{fmt(load)}.png"))
     return files
 
 

@@ -81,12 +81,18 @@ def cell(row: SummaryRow, scale: float, baseline: str | None) -> str:
     return text
 
 
+def baseline_first(schemes: Sequence[str], baseline: str | None) -> list[str]:
+    """``schemes`` with the baseline moved to the front: every ratio refers to it."""
+    out = list(schemes)
+    if baseline in out:
+        out.remove(baseline)
+        out.insert(0, baseline)
+    return out
+
+
 def render(summary: Sequence[SummaryRow], baseline: str | None, sweep: str = "load",
            title: str = "") -> str:
-    schemes = list(dict.fromkeys(r.scheme for r in summary))
-    if baseline in schemes:  # baseline first: every ratio refers to it
-        schemes.remove(baseline)
-        schemes.insert(0, baseline)
+    schemes = baseline_first(list(dict.fromkeys(r.scheme for r in summary)), baseline)
     loads = sorted({r.load for r in summary})
     index = {(r.scheme, r.load, r.metric, r.cls): r for r in summary}
     lines = [title] if title else []

@@ -104,7 +104,7 @@ def plot(rows: Sequence[Mapping[str, Any]], out_dir: Path, sweep: str,
         by_load[as_float(r.get("load"))].append(r)
     if not by_load:
         return []
-    from .plots import DPI, caption, plt
+    from .plots import caption, plt, save_figure
 
     out_dir.mkdir(parents=True, exist_ok=True)
     files = []
@@ -124,10 +124,7 @@ def plot(rows: Sequence[Mapping[str, Any]], out_dir: Path, sweep: str,
         ax.legend(loc="upper right", fontsize="small")
         caption(fig, f"bytes the switches sent out of host-facing ports per {BIN_S:g} s "
                 "bin, from the switches' stats files")
-        path = out_dir / f"throughput_time_{sweep}{fmt(load)}.png"
-        fig.savefig(path, dpi=DPI)
-        plt.close(fig)
-        files.append(path)
+        files.append(save_figure(fig, out_dir / f"throughput_time_{sweep}{fmt(load)}.png"))
     return files
 
 

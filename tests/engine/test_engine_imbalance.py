@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from figure_content import assert_readable, line_series, panels, saved_figures
+from results_dir import minimal_results
 
 from dcnlab.benchmarks.engine import imbalance, report
-from dcnlab.benchmarks.engine.results import FLOW_COLUMNS, CsvAppender, write_csv, write_json
+from dcnlab.benchmarks.engine.results import write_csv
 from dcnlab.topo.spec import parse
 
 FATTREE = parse("fattree:4")  # 100 Mbit/s everywhere
@@ -59,16 +60,7 @@ def test_run_rows_cover_every_switch_with_parallel_paths() -> None:
 
 
 def _results(out: Path) -> None:
-    out.mkdir(parents=True)
-    write_json(out / "meta.json", {"name": "demo", "status": "complete", "spec": {
-        "baseline": "ecmp", "sweep": "load", "topology": "fattree:4",
-        "workload_type": "poisson", "schemes": [{"name": "ecmp"}, {"name": "drill"}]}})
-    appender = CsvAppender(out / "flows.csv", FLOW_COLUMNS)
-    appender.write([{"scheme": s, "load": 0.4, "seed": seed, "flow_id": i, "size": 5000,
-                     "kind": "tcp", "class": "mouse", "fct": 0.01 * (1 + i), "status": "ok",
-                     "measured": True} for i, (s, seed) in enumerate(
-                         (s, seed) for s in ("ecmp", "drill") for seed in (1, 2))])
-    appender.close()
+    minimal_results(out, ("ecmp", "drill"), 0.4)
     rows = []
     for seed in (1, 2):
         for k in range(20):

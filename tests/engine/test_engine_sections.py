@@ -10,10 +10,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from results_dir import minimal_results
 from toy_section import CSV, ToySection, toy_registered
 
 from dcnlab.benchmarks.engine import report, runner, sections
-from dcnlab.benchmarks.engine.results import FLOW_COLUMNS, CsvAppender, write_csv, write_json
+from dcnlab.benchmarks.engine.results import CsvAppender, write_csv
 from dcnlab.topo.spec import parse
 
 
@@ -29,15 +30,7 @@ def test_builtin_sections_in_report_order_and_no_name_twice() -> None:
 
 
 def _results(out: Path) -> None:
-    out.mkdir(parents=True)
-    write_json(out / "meta.json", {"name": "demo", "status": "complete", "spec": {
-        "baseline": "ecmp", "sweep": "load", "topology": "fattree:4",
-        "workload_type": "poisson", "schemes": [{"name": "ecmp"}, {"name": "spray"}]}})
-    appender = CsvAppender(out / "flows.csv", FLOW_COLUMNS)
-    appender.write([{"scheme": s, "load": 0.3, "seed": 1, "flow_id": i, "size": 5000,
-                     "kind": "tcp", "class": "mouse", "fct": 0.01 * (i + 1), "status": "ok",
-                     "measured": True} for i, s in enumerate(("ecmp", "spray"))])
-    appender.close()
+    minimal_results(out, ("ecmp", "spray"), 0.3)
     write_csv(out / CSV, ToySection.columns,
               [{"scheme": "ecmp", "load": 0.3, "seed": 1, "flows": 7,
                 "switches_with_lines": 0},

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 from figure_content import assert_readable, line_series, panels, saved_figures
+from results_dir import minimal_results
 
 from dcnlab.benchmarks.engine import report, throughput
-from dcnlab.benchmarks.engine.results import FLOW_COLUMNS, CsvAppender, write_csv, write_json
+from dcnlab.benchmarks.engine.results import write_csv
 from dcnlab.topo.spec import parse
 
 SPINELEAF = parse("spineleaf:1,2,1")  # s1 spine; s2, s3 leaves with one host each
@@ -44,15 +45,7 @@ def test_intervals_split_over_bins_and_switches_add_up() -> None:
 
 def test_report_draws_the_time_series(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "res"
-    out.mkdir()
-    write_json(out / "meta.json", {"name": "demo", "status": "complete", "spec": {
-        "baseline": "ecmp", "sweep": "load", "topology": "fattree:4",
-        "workload_type": "poisson", "schemes": [{"name": "ecmp"}, {"name": "conga"}]}})
-    appender = CsvAppender(out / "flows.csv", FLOW_COLUMNS)
-    appender.write([{"scheme": s, "load": 0.5, "seed": 1, "flow_id": i, "size": 5000,
-                     "kind": "tcp", "class": "mouse", "fct": 0.01 * (i + 1), "status": "ok",
-                     "measured": True} for i, s in enumerate(("ecmp", "conga"))])
-    appender.close()
+    minimal_results(out, ("ecmp", "conga"), 0.5)
     write_csv(out / throughput.THROUGHPUT_CSV, throughput.COLUMNS, [
         {"scheme": s, "load": 0.5, "seed": seed, "t": k / 10, "mbps": 50 + k + seed}
         for s in ("ecmp", "conga") for seed in (1, 2) for k in range(30)])
