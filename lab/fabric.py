@@ -107,6 +107,9 @@ class LabPlace:
         if spec.diagnosis.flow_paths:
             return ("diagnosis.flow_paths taps emulated links (tc on their veths); a lab's "
                     "links are cables")
+        if spec.events:
+            return ("events: cut and restore emulated links (their veths); a lab's links "
+                    "are cables, which dcnlab does not pull")
         for scheme in spec.schemes:
             agents = scheme.agents if scheme.agents not in (None, NO_AGENTS) else None
             why = self._refuse(scheme.name, scheme_topology(spec, scheme), agents)

@@ -72,6 +72,12 @@ def test_the_flow_tap_has_no_veths_to_tap_on_a_lab() -> None:
     assert why is not None and "a lab's links are cables" in why
 
 
+def test_fabric_events_are_refused_on_a_lab() -> None:
+    why = LabPlace(_lab()).refuse(_experiment(events=[{"at": 1, "type": "cut",
+                                                        "link": "s1-s3"}]))
+    assert why is not None and "which dcnlab does not pull" in why, why
+
+
 def test_run_with_a_lab_refuses_before_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     import os
