@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,6 +189,11 @@ class Scheduler:
         return rows
 
 
+def applied(row: Mapping[str, Any]) -> bool:
+    """Whether an events.csv row (as read back: booleans are written 1/0) took effect."""
+    return str(row.get("ok")) in ("1", "True", "true")
+
+
 class EventsSection:
     """events.csv: every link change of every run, planned and actual time."""
 
@@ -209,8 +214,8 @@ class EventsSection:
         rows = ctx.rows(EVENTS_CSV)
         if not rows:
             return ""
-        late = [float(r["t"]) - float(r["planned"]) for r in rows if r.get("t")]
-        failed = [r for r in rows if r.get("ok") != "True"]
+        late = [float(r["t"]) - float(r["planned"]) for r in rows if applied(r)]
+        failed = [r for r in rows if not applied(r)]
         text = (f"Fabric events: {len(rows)} link changes in all runs, "
                 f"{len(rows) - len(failed)} applied")
         if late:
