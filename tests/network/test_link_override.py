@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from typing import Any
 
@@ -44,9 +45,26 @@ def _udp(net: Network, client: str, server: str, port: int, args: str,
 
 
 def _received_mbps(net: Network, client: str, server: str, port: int) -> list[float]:
-    """UDP offered at 12 Mbit/s for 4 s: the client's one-second intervals, sorted."""
-    return sorted(iv["sum"]["bits_per_second"] / 1e6
-                  for iv in _udp(net, client, server, port, "-t 4 -b 12M"))
+    """UDP offered at 12 Mbit/s for 4 s: the client's one-second intervals, sorted; then
+    waits until the backlog it left in the slower link's buffer has drained."""
+    got = sorted(iv["sum"]["bits_per_second"] / 1e6
+                 for iv in _udp(net, client, server, port, "-t 4 -b 12M"))
+    _wait_drained(net)
+    return got
+
+
+def _wait_drained(net: Network, deadline_s: float = 20.0) -> None:
+    """Until a ping between h1 and h2 takes under 50 ms: the next stream's start (its
+    first datagram crosses the slower link too) must not wait behind the last one's
+    backlog (at 5 Mbit/s a 1000-packet buffer is 2.3 s)."""
+    h1, h2 = net.host("h1"), net.host("h2")
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        out = h1.cmd(f"ping -c1 -W1 {h2.IP()}")
+        match = re.search(r"time=([\d.]+) ms", out)
+        if match and float(match.group(1)) < 50:
+            return
+    raise AssertionError(f"the path h1-h2 still queues after {deadline_s:g} s: {out!r}")
 
 
 def _cut_and_restored(net: Network) -> tuple[list[dict[str, Any]], list[tuple[float, float]]]:
