@@ -45,10 +45,13 @@ def _udp(net: Network, client: str, server: str, port: int, args: str,
 
 
 def _received_mbps(net: Network, client: str, server: str, port: int) -> list[float]:
-    """UDP offered at 12 Mbit/s for 4 s: the client's one-second intervals, sorted; then
-    waits until the backlog it left in the slower link's buffer has drained."""
+    """UDP offered at 6 Mbit/s (the slower link carries 5) for 4 s: the client's
+    one-second intervals, sorted; then waits until the backlog it left in the slower
+    link's buffer has drained. Offered at 12 Mbit/s (past the hosts' 10), the stream
+    reached the receiver seconds late, or hardly at all, in 3 of 7 runs on ovs (ext:
+    never); cause not found."""
     got = sorted(iv["sum"]["bits_per_second"] / 1e6
-                 for iv in _udp(net, client, server, port, "-t 4 -b 12M"))
+                 for iv in _udp(net, client, server, port, "-t 4 -b 6M"))
     _wait_drained(net)
     return got
 
