@@ -59,6 +59,7 @@ from dcnlab.model.topology import (
     TopologySpec,
     host_ip,
     host_mac,
+    neighbours,
 )
 
 __all__ = [
@@ -468,7 +469,7 @@ def _override_links(links: list[LinkSpec], key: str, value: str) -> list[LinkSpe
         raise ValueError(f"{key}: name the link's two ends, e.g. link@s1-s17")
     touched = [lk for lk in links if {lk.a, lk.b} == {a, b}]
     if not touched:
-        near = sorted({lk.b if lk.a == a else lk.a for lk in links if a in (lk.a, lk.b)})
+        near = neighbours(links, a)
         hint = f"; {a} links to {', '.join(near)}" if near else f"; no node {a}"
         raise ValueError(f"no link between {a} and {b}{hint}")
     out = []

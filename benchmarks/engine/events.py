@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dcnlab.model.topology import TopologySpec
+from dcnlab.model.topology import TopologySpec, neighbours
 
 from . import schema
 from .metrics import SummaryRow
@@ -78,6 +78,13 @@ class Change:
     event: int  # index into ``events:``
     type: str  # the event's type
 
+    @property
+    def kind(self) -> str:
+        """What events.csv calls it: a flap's changes are its cuts and restores."""
+        if self.type != "flap":
+            return self.type
+        return "restore" if self.up else "cut"
+
 
 def parse_events(value: Any, topology: TopologySpec) -> list[Event]:
     """``events:`` as given, each link checked against the topology."""
@@ -86,15 +93,14 @@ def parse_events(value: Any, topology: TopologySpec) -> list[Event]:
     if not isinstance(value, list):
         raise SpecFileError("events", "expected a list of events, e.g. "
                             "[{at: 5, type: cut, link: s1-s17}]")
-    links = {frozenset((lk.a, lk.b)) for lk in topology.links
-             if topology.is_switch(lk.a) or topology.is_switch(lk.b)}
+    links = {frozenset((lk.a, lk.b)) for lk in topology.links}
     out = []
     for i, item in enumerate(value):
         where = f"events[{i}]"
         event = from_mapping(Event, item, where)
         a, b = event.ends()
         if not a or not b or frozenset((a, b)) not in links:
-            near = sorted({next(iter(pair - {a})) for pair in links if a in pair})
+            near = neighbours(topology.links, a)
             hint = (f"; {a} links to {', '.join(near)}" if near
                     else f"; {a or event.link!r} is no node of {topology.spec}")
             raise SpecFileError(join(where, "link"),
@@ -176,17 +182,14 @@ class Scheduler:
 
     def rows(self, scheme: str, load: float, seed: int) -> list[dict[str, Any]]:
         """events.csv's rows: every change applied, and every one the run ended before."""
+        def row(c: Change, t: float | None, error: str) -> dict[str, Any]:
+            return {"scheme": scheme, "load": load, "seed": seed, "event": c.event,
+                    "type": c.kind, "link": c.link, "planned": c.at, "t": t,
+                    "ok": t is not None and not error, "error": error}
         applied = {id(c) for c, _t, _e in self.done}
-        rows = [{"scheme": scheme, "load": load, "seed": seed, "event": c.event,
-                 "type": ("restore" if c.up else "cut") if c.type == "flap" else c.type,
-                 "link": c.link, "planned": c.at, "t": t, "ok": not err, "error": err}
-                for c, t, err in self.done]
-        rows += [{"scheme": scheme, "load": load, "seed": seed, "event": c.event,
-                  "type": ("restore" if c.up else "cut") if c.type == "flap" else c.type,
-                  "link": c.link, "planned": c.at, "t": None, "ok": False,
-                  "error": "the run ended first"}
-                 for c in self.changes if id(c) not in applied]
-        return rows
+        return ([row(c, t, err) for c, t, err in self.done]
+                + [row(c, None, "the run ended first")
+                   for c in self.changes if id(c) not in applied])
 
 
 def applied(row: Mapping[str, Any]) -> bool:

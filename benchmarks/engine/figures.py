@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from . import netstats, switch_stats
-from .metrics import FCT_METRICS, OK, SummaryRow
+from .metrics import FCT_METRICS, OK, SummaryRow, run_key
 from .schema import SpecFileError, from_mapping, join
 from .table import fmt
 
@@ -332,12 +332,12 @@ def rank_values(kind: str, flows: Sequence[Mapping[str, Any]],
             if (f.get("class") == "elephant" and f.get("status") == OK
                     and f.get("measured", True) in (True, "True", "true", 1)
                     and _pos(f.get("fct")) and _pos(f.get("bytes"))):
-                out[_key(f)].append(float(f["bytes"]) * 8 / float(f["fct"]) / 1e6)
+                out[run_key(f)].append(float(f["bytes"]) * 8 / float(f["fct"]) / 1e6)
     elif kind == "edge_drops":
         for r in network:
             text = str(r.get("edge_drops_each") or "")
             if text:
-                out[_key(r)] = [float(v) for v in text.split(";") if v != ""]
+                out[run_key(r)] = [float(v) for v in text.split(";") if v != ""]
     else:
         raise ValueError(f"unknown rank kind {kind!r}")
     return {k: sorted(v) for k, v in out.items()}
@@ -348,10 +348,6 @@ def _pos(v: Any) -> bool:
         return float(v) > 0
     except (TypeError, ValueError):
         return False
-
-
-def _key(r: Mapping[str, Any]) -> tuple[str, float, int]:
-    return str(r["scheme"]), float(r["load"]), int(float(r["seed"]))
 
 
 def render_tables(tables: Sequence[Mapping[str, Any]], flows: Sequence[Mapping[str, Any]],

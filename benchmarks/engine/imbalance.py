@@ -30,8 +30,8 @@ from typing import Any
 
 from dcnlab.model.topology import TopologySpec
 
-from .metrics import SummaryRow, mean, percentile, summarize_runs
-from .pathdiag import up_ports
+from .metrics import SummaryRow, mean, percentile, run_key, summarize_runs
+from .pathdiag import spec_ups
 from .plots import as_float
 from .sections import ReportContext, RunContext, register
 from .table import aligned, baseline_first, cell, fmt
@@ -46,8 +46,7 @@ METRICS = ("imbalance_mean", "imbalance_p95")
 def uplinks(spec: TopologySpec) -> dict[str, dict[int, float]]:
     """``{switch: {up port: its link's rate in bit/s, or nan without one}}`` for the
     switches with parallel paths."""
-    ups = up_ports([s.name for s in spec.switches],
-                   [(lk.a, lk.a_port, lk.b, lk.b_port) for lk in spec.links])
+    ups = spec_ups(spec)
     rates: dict[tuple[str, int], float] = {}
     for lk in spec.links:
         rate = lk.params.rate_mbit * 1e6 if lk.params.rate_mbit else math.nan
@@ -100,8 +99,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], baseline: str | None) -> list[S
     for r in rows:
         value = as_float(r.get("imbalance"))
         if math.isfinite(value):
-            per_run[(str(r["scheme"]), as_float(r["load"]), int(as_float(r["seed"])))].append(
-                value)
+            per_run[run_key(r)].append(value)
     figures = {key: {("imbalance_mean", CLASS): mean(v), ("imbalance_p95", CLASS):
                      percentile(v, 95)} for key, v in per_run.items()}
     return summarize_runs(figures, baseline, counts=())

@@ -219,6 +219,11 @@ class SummaryRow:
                 "ratio_high95": self.ratio_high}
 
 
+def run_key(row: Mapping[str, Any]) -> tuple[str, float, int]:
+    """The run a row of any per-run CSV belongs to: (scheme, sweep value, seed)."""
+    return str(row["scheme"]), float(row["load"]), int(float(row["seed"]))
+
+
 def per_run_metrics(rows: Iterable[Mapping[str, Any]], extra: Sequence[str] = ()
                     ) -> dict[tuple[str, float, int], dict[tuple[str, str], float]]:
     """Each run's figures (:func:`run_metrics`) from its measured flow rows, by

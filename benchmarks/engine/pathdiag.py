@@ -42,6 +42,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dcnlab.model.topology import TopologySpec
+
 from . import netstats
 from .metrics import OK, SummaryRow, percentile, throughput_mbps
 from .netstats import parse_netstat
@@ -99,10 +101,14 @@ def up_ports(switches: Iterable[str], links: Iterable[tuple[str, int, str, int]]
     return out
 
 
-def topology_ups(net: Any) -> dict[str, list[int]]:
-    spec = net.spec
+def spec_ups(spec: TopologySpec) -> dict[str, list[int]]:
+    """:func:`up_ports` of a topology."""
     return up_ports([s.name for s in spec.switches],
                     [(lk.a, lk.a_port, lk.b, lk.b_port) for lk in spec.links])
+
+
+def topology_ups(net: Any) -> dict[str, list[int]]:
+    return spec_ups(net.spec)
 
 
 # ---------------------------------------------------------------------------- reading

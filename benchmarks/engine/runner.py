@@ -707,8 +707,6 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
                         rx_interval=spec.agent.rx_interval or 0.0,
                         transport=transport, transport_options=scheme.transport_options,
                         on_start=fabric_events.start if fabric_events is not None else None)
-        if fabric_events is not None:
-            fabric_events.stop()  # every link back up before the counters are read
         if tap is not None:
             try:
                 taps = tap[0].stop()
@@ -719,7 +717,7 @@ def _run_one(state: _State, net: Any, scheme: Scheme, seed: int, value: float,
         raise _Stop from None
     finally:
         if fabric_events is not None:
-            fabric_events.stop()
+            fabric_events.stop()  # every link back up before the counters are read
         if tap is not None:
             tap[0].kill()
     elapsed = time.monotonic() - began

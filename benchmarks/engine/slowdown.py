@@ -40,7 +40,9 @@ from typing import Any
 
 from dcnlab.model.topology import LinkSpec, TopologySpec
 
-from .metrics import OK, SummaryRow, mean, percentile, summarize_runs
+from .flowdiag import Link
+from .flowdiag import shortest_paths as shortest_fabric_paths
+from .metrics import OK, SummaryRow, mean, percentile, run_key, summarize_runs
 from .sections import ReportContext, RunContext, register
 from .table import aligned, baseline_first, cell, fmt
 
@@ -49,7 +51,6 @@ HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 20 + timestamps 12 bytes per segment
 DEFAULT_EDGES = (100_000, 10_000_000)  # bin edges in bytes: <100 KB, 100 KB-10 MB, >10 MB
 STATS = ("slowdown_mean", "slowdown_p50", "slowdown_p99")
 COUNT = "slowdown_flows"
-MAX_PATHS = 4096  # shortest paths enumerated per host pair at most
 
 
 @dataclass(frozen=True)
@@ -74,9 +75,11 @@ def bin_labels(edges: Sequence[int] = DEFAULT_EDGES) -> list[str]:
     return [*labels, f"{si_bytes(bounds[-1])}+"]
 
 
-def size_bin(size: int, edges: Sequence[int] = DEFAULT_EDGES) -> str:
-    """The label of the bin ``size`` falls in: below an edge, or from it on."""
-    labels = bin_labels(edges)
+def size_bin(size: int, edges: Sequence[int] = DEFAULT_EDGES,
+             labels: Sequence[str] | None = None) -> str:
+    """The label of the bin ``size`` falls in: below an edge, or from it on (``labels``:
+    bin_labels(edges), when the caller has them)."""
+    labels = labels if labels is not None else bin_labels(edges)
     for edge, label in zip(edges, labels, strict=False):
         if size < edge:
             return label
@@ -98,40 +101,41 @@ def _hop(link: LinkSpec) -> Hop:
     return Hop(rate, p.delay_us / 1e6)
 
 
-def shortest_paths(spec: TopologySpec, src: str, dst: str) -> list[list[Hop]]:
-    """Every path of fewest links from host ``src`` to host ``dst`` (at most MAX_PATHS),
-    each as its links in order."""
-    adjacent: dict[str, list[tuple[str, LinkSpec]]] = defaultdict(list)
+def _fabric(spec: TopologySpec) -> tuple[list[Link], dict[tuple[str, int], LinkSpec]]:
+    """The switch-to-switch links in both directions, and every link by either end."""
+    by_end: dict[tuple[str, int], LinkSpec] = {}
+    fabric: list[Link] = []
     for lk in spec.links:
-        adjacent[lk.a].append((lk.b, lk))
-        adjacent[lk.b].append((lk.a, lk))
-    dist = {dst: 0}  # from dst: then every step from src towards dst goes one closer
-    frontier = [dst]
-    while frontier:
-        nxt = []
-        for node in frontier:
-            for peer, _lk in adjacent[node]:
-                if peer not in dist:
-                    dist[peer] = dist[node] + 1
-                    nxt.append(peer)
-        frontier = nxt
-    if src not in dist:
-        return []
+        by_end[(lk.a, lk.a_port)] = by_end[(lk.b, lk.b_port)] = lk
+        if spec.is_switch(lk.a) and spec.is_switch(lk.b):
+            fabric += [Link(lk.a, lk.a_port, lk.b, lk.b_port),
+                       Link(lk.b, lk.b_port, lk.a, lk.a_port)]
+    return fabric, by_end
+
+
+def _host_paths(spec: TopologySpec, fabric: list[Link],
+                by_end: Mapping[tuple[str, int], LinkSpec], src: str, dst: str
+                ) -> list[list[Hop]]:
+    """Every path of fewest links from host ``src`` to host ``dst``: an access link of
+    each, and between their switches the fabric's shortest paths (flowdiag's); a path
+    never crosses another host."""
+    def access(host: str) -> list[tuple[str, LinkSpec]]:
+        return [(lk.b if lk.a == host else lk.a, lk) for lk in spec.links
+                if host in (lk.a, lk.b)]
     paths: list[list[Hop]] = []
+    for sa, first in access(src):
+        for sb, last in access(dst):
+            middles = [()] if sa == sb else shortest_fabric_paths(fabric, sa, sb)
+            paths += [[_hop(first), *(_hop(by_end[(k.src, k.src_port)]) for k in m),
+                       _hop(last)] for m in middles]
+    fewest = min((len(p) for p in paths), default=0)
+    return [p for p in paths if len(p) == fewest]
 
-    def walk(node: str, hops: list[Hop]) -> None:
-        if len(paths) >= MAX_PATHS:
-            return
-        if node == dst:
-            paths.append(hops)
-            return
-        for peer, lk in adjacent[node]:
-            # hosts only at the ends: a path never crosses another host
-            if dist.get(peer) == dist[node] - 1 and (peer == dst or spec.is_switch(peer)):
-                walk(peer, [*hops, _hop(lk)])
 
-    walk(src, [])
-    return paths
+def shortest_paths(spec: TopologySpec, src: str, dst: str) -> list[list[Hop]]:
+    """Every path of fewest links from host ``src`` to host ``dst``, each as its links
+    in order."""
+    return _host_paths(spec, *_fabric(spec), src, dst)
 
 
 def _serialize(nbytes: float, rate_bps: float) -> float:
@@ -154,8 +158,9 @@ class IdealFct:
     """Ideal FCTs on one topology, the host pairs' shortest paths computed once each."""
 
     def __init__(self, spec: TopologySpec) -> None:
-        self.spec = spec
-        self._paths = lru_cache(maxsize=None)(lambda s, d: shortest_paths(self.spec, s, d))
+        fabric, by_end = _fabric(spec)
+        self._paths = lru_cache(maxsize=None)(
+            lambda s, d: _host_paths(spec, fabric, by_end, s, d))
 
     def __call__(self, src: str, dst: str, size: int) -> float | None:
         """The best ideal over the pair's shortest paths; None without a path, or when
@@ -180,15 +185,18 @@ def flow_slowdowns(rows: Iterable[Mapping[str, Any]], ideal: IdealFct,
                    ) -> dict[tuple[str, float, int], dict[str, list[float]]]:
     """Each run's slowdowns by size bin: {(scheme, load, seed): {bin: [fct / ideal]}}; a
     run appears once it has a counted flow or any row at all (its bins may be empty)."""
+    labels = bin_labels(edges)
     runs: dict[tuple[str, float, int], dict[str, list[float]]] = {}
     for row in rows:
-        key = (str(row["scheme"]), float(row["load"]), int(float(row["seed"])))
-        bins = runs.setdefault(key, {label: [] for label in bin_labels(edges)})
+        key = run_key(row)
+        if key not in runs:
+            runs[key] = {label: [] for label in labels}
         if not _counted(row) or not row.get("src") or not row.get("dst"):
             continue
-        best = ideal(str(row["src"]), str(row["dst"]), int(float(row["size"])))
+        size = int(float(row["size"]))
+        best = ideal(str(row["src"]), str(row["dst"]), size)
         if best is not None:
-            bins[size_bin(int(float(row["size"])), edges)].append(float(row["fct"]) / best)
+            runs[key][size_bin(size, edges, labels)].append(float(row["fct"]) / best)
     return runs
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from dcnlab.model.topology import TopologySpec
 
 from .events import EVENTS_CSV, applied
-from .metrics import SummaryRow, summarize_runs
+from .metrics import SummaryRow, run_key, summarize_runs
 from .plots import as_float
 from .sections import ReportContext, RunContext, register
 from .table import aligned, cell, fmt
@@ -97,7 +97,7 @@ def recovery_s(points: Sequence[tuple[float, float]], at: float) -> float | None
 def _runs(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, float, int], list[Any]]:
     out: dict[tuple[str, float, int], list[Any]] = defaultdict(list)
     for r in rows:
-        out[(str(r["scheme"]), as_float(r["load"]), int(as_float(r["seed"])))].append(r)
+        out[run_key(r)].append(r)
     return out
 
 

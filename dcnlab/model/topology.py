@@ -13,7 +13,7 @@ compiler can aggregate destinations by edge switch (/24) and pod (/16).
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 # Tier of switches beyond the data center's edge (dumbbell:N,U,X's outside switch): a
@@ -234,6 +234,11 @@ class TopologySpec:
 
 # ---------------------------------------------------------------------------
 # Addressing
+
+
+def neighbours(links: Iterable[LinkSpec], node: str) -> list[str]:
+    """The nodes ``node`` has a link to, sorted (for errors that name a wrong link)."""
+    return sorted({lk.b if lk.a == node else lk.a for lk in links if node in (lk.a, lk.b)})
 
 
 def host_mac(ip: str) -> str:
